@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what doc2ci and its tests need beyond the Rust toolchain: Debian packages and the
+# Python peers the differential tests compare against. Idempotent; safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(pkg-config)
+PIP_PACKAGES=(duckdb==2.0.1)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: apt-get install ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+need_pip=0
+for p in "${PIP_PACKAGES[@]}"; do
+  name="${p%%[=<>]*}"
+  python3 -m pip show -q "$name" >/dev/null 2>&1 || need_pip=1
+done
+if [ "$need_pip" = 1 ]; then
+  echo "deps: pip install ${PIP_PACKAGES[*]}" >&2
+  python3 -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+fi

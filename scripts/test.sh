@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, assets, then every crate's tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+./scripts/deps.sh
+cargo build --quiet --bin doc2ci
+cargo test --workspace --no-fail-fast 2>&1

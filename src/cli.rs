@@ -1,0 +1,238 @@
+//! The command line: parses arguments and hands each command to the engine.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::engine::{Action, Pipeline};
+use crate::sql::{self, Format};
+use crate::ui::Ui;
+use crate::warehouse::{self, Warehouse};
+
+#[derive(Parser)]
+#[command(name = "doc2ci", version, about = "Benchmarks of LLM-generated CI configurations")]
+struct Cli {
+    /// Only errors.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the study: every stage partition whose inputs changed.
+    Run {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        /// Run only these stages (repeatable); the others' current results are read as they are.
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// Say what `run` would do and why, without doing it.
+    Plan {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+    },
+    /// Tables, rows, partitions and the last run.
+    Status {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+    },
+    /// Run SQL over the warehouse tables by name (pairs, generations, models, …).
+    Sql {
+        query: String,
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Write a whole table as CSV or JSON Lines.
+    Export {
+        table: String,
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value = "csv")]
+        format: Format,
+        /// Output file (default: standard output).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Remove what no current partition needs: stale partitions, leftovers of killed runs.
+    Gc {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+    },
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DOC2CI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let ui = Ui::new(cli.quiet);
+    match dispatch(cli.cmd, &ui) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
+    match cmd {
+        Cmd::Run { config, only } => {
+            let p = Pipeline::new(Config::load(&config)?)?;
+            let info = p.run(&only, ui)?;
+            if info.ran == 0 {
+                println!("nothing to do: all {} partitions are up to date", info.reused);
+            } else {
+                println!("ran {} partitions, reused {}", info.ran, info.reused);
+            }
+            Ok(())
+        }
+        Cmd::Plan { config } => plan(&config),
+        Cmd::Status { config } => status(&config),
+        Cmd::Sql { query, config, format } => {
+            let wh = open_warehouse(&config)?;
+            let batches = sql::query(&wh, &query)?;
+            let stdout = std::io::stdout();
+            sql::write(&batches, format, &mut stdout.lock())
+        }
+        Cmd::Export { table, config, format, out } => {
+            let wh = open_warehouse(&config)?;
+            if format == Format::Table {
+                bail!("export writes csv, json or jsonl");
+            }
+            match out {
+                Some(path) => {
+                    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+                    sql::export(&wh, &table, format, &mut f)?;
+                    f.flush()?;
+                    Ok(())
+                }
+                None => sql::export(&wh, &table, format, &mut std::io::stdout().lock()),
+            }
+        }
+        Cmd::Gc { config } => gc(&config, ui),
+    }
+}
+
+fn open_warehouse(config: &Path) -> Result<Warehouse> {
+    let cfg = Config::load(config)?;
+    if !cfg.warehouse.exists() {
+        bail!("no warehouse at {} yet: run `doc2ci run --config {}` first", cfg.warehouse.display(), config.display());
+    }
+    Ok(Warehouse::new(&cfg.warehouse))
+}
+
+fn plan(config: &Path) -> Result<()> {
+    let p = Pipeline::new(Config::load(config)?)?;
+    let plan = p.plan()?;
+    let (mut run, mut maybe, mut reuse) = (0, 0, 0);
+    for it in &plan.items {
+        let n = &p.nodes[it.node];
+        match it.action {
+            Action::Run => {
+                run += 1;
+                println!("run    {:<60} {}", n.label(), it.reason);
+            }
+            Action::MaybeRun => {
+                maybe += 1;
+                println!("maybe  {:<60} {}", n.label(), it.reason);
+            }
+            Action::Reuse => reuse += 1,
+        }
+    }
+    for s in &plan.stale {
+        println!("remove {s:<60} no longer in {}", config.display());
+    }
+    if run + maybe == 0 && plan.stale.is_empty() {
+        println!("nothing to do: all {reuse} partitions are up to date");
+    } else {
+        println!("{run} to run, {maybe} that may run, {reuse} up to date, {} to remove", plan.stale.len());
+    }
+    Ok(())
+}
+
+fn status(config: &Path) -> Result<()> {
+    let wh = open_warehouse(config)?;
+    let st = wh.load_state()?;
+    println!("warehouse {}", wh.root.display());
+    println!("{:<14} {:>10} {:>11} {:>12}", "table", "rows", "partitions", "bytes");
+    for t in warehouse::TABLES {
+        let parts: Vec<_> = st.partitions.iter().filter(|(k, _)| k.split('/').next() == Some(t.name)).collect();
+        if parts.is_empty() {
+            continue;
+        }
+        let rows: u64 = parts.iter().map(|(_, p)| p.rows).sum();
+        let bytes: u64 = parts
+            .iter()
+            .flat_map(|(k, _)| warehouse::parquet_files(&wh.root.join(k)))
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum();
+        println!("{:<14} {:>10} {:>11} {:>12}", t.name, rows, parts.len(), bytes);
+    }
+    match &st.last_run {
+        Some(r) => println!(
+            "last run: {} → {} ({}): ran {}, reused {}, failed {}",
+            r.started_at, r.finished_at, r.config, r.ran, r.reused, r.failed
+        ),
+        None => println!("last run: none"),
+    }
+    Ok(())
+}
+
+fn gc(config: &Path, ui: &Ui) -> Result<()> {
+    let p = Pipeline::new(Config::load(config)?)?;
+    let wh = p.warehouse();
+    let _lock = wh.lock()?;
+    let mut st = wh.load_state()?;
+    let mut freed = 0u64;
+    let mut removed = 0usize;
+    let plan = p.plan()?;
+    for s in &plan.stale {
+        if let Some(part) = crate::engine::partition_from_id(s) {
+            freed += dir_size(&wh.dir(&part));
+            wh.remove(&part)?;
+        }
+        st.partitions.remove(s);
+        removed += 1;
+        ui.info(&format!("removed stale partition {s}"));
+    }
+    // Staging leftovers of killed runs, and checkpoints of partitions that have since finished.
+    let staging = wh.meta().join("staging");
+    freed += dir_size(&staging);
+    let _ = std::fs::remove_dir_all(&staging);
+    let ck = wh.meta().join("checkpoints");
+    if let Ok(rd) = std::fs::read_dir(&ck) {
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().replace('~', "/");
+            let current = st.partitions.get(&id).map(|p| p.key[..16].to_string());
+            let live = p.nodes.iter().any(|n| n.part.id() == id);
+            for k in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                let name = k.file_name().to_string_lossy().into_owned();
+                if !live || current.as_deref() == Some(name.as_str()) {
+                    freed += dir_size(&k.path());
+                    let _ = std::fs::remove_dir_all(k.path());
+                    removed += 1;
+                }
+            }
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+    wh.save_state(&st)?;
+    println!("gc: removed {removed} items, freed {freed} bytes");
+    Ok(())
+}
+
+fn dir_size(p: &Path) -> u64 {
+    if p.is_file() {
+        return std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    }
+    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
+}

@@ -1,0 +1,10 @@
+//! doc2ci's engine: configuration, the partition DAG and its cache, the Parquet warehouse,
+//! and SQL over it. Stage logic lives in the `stages/` crates.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod sql;
+pub mod tasks;
+pub mod ui;
+pub mod warehouse;

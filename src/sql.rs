@@ -1,0 +1,203 @@
+//! SQL over the warehouse with DataFusion: the same Arrow implementation the engine writes
+//! with, so `doc2ci sql` needs no second in-memory format and sees exactly what DuckDB sees.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::prelude::SessionContext;
+use serde_json::Value;
+
+use crate::warehouse::{self, Warehouse, TABLES};
+
+/// Views every study wants; defined in SQL so users can read and copy them.
+pub const VIEWS: &[(&str, &str)] = &[(
+    "pair_counts",
+    "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT description) AS distinct_descriptions FROM pairs GROUP BY service",
+)];
+
+pub fn query(wh: &Warehouse, sql: &str) -> Result<Vec<RecordBatch>> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let ctx = context(wh).await?;
+        let df = ctx.sql(sql).await.map_err(|e| explain(e, wh))?;
+        df.collect().await.context("query failed")
+    })
+}
+
+fn explain(e: datafusion::error::DataFusionError, wh: &Warehouse) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("not found") {
+        let have: Vec<&str> = TABLES.iter().filter(|t| has_data(wh, t.name)).map(|t| t.name).collect();
+        return anyhow::anyhow!("{msg}\ntables in {}: {} (run `doc2ci run` to build the others)", wh.root.display(), have.join(", "));
+    }
+    anyhow::anyhow!(msg)
+}
+
+fn has_data(wh: &Warehouse, table: &str) -> bool {
+    fn any_parquet(d: &std::path::Path) -> bool {
+        std::fs::read_dir(d).map(|rd| rd.flatten().any(|e| if e.path().is_dir() { any_parquet(&e.path()) } else { e.path().extension().is_some_and(|x| x == "parquet") })).unwrap_or(false)
+    }
+    any_parquet(&wh.root.join(table))
+}
+
+pub async fn context(wh: &Warehouse) -> Result<SessionContext> {
+    let ctx = SessionContext::new();
+    for t in TABLES {
+        if !has_data(wh, t.name) {
+            continue;
+        }
+        let opts = ListingOptions::new(Arc::new(ParquetFormat::default()))
+            .with_file_extension(".parquet")
+            .with_table_partition_cols(t.partition_cols.iter().map(|c| (c.to_string(), DataType::Utf8)).collect());
+        let path = format!("{}/", wh.root.join(t.name).canonicalize()?.display());
+        ctx.register_listing_table(t.name, &path, opts, None, None).await.with_context(|| format!("cannot open table {}", t.name))?;
+    }
+    for (name, body) in VIEWS {
+        // A view over a table not built yet is simply absent.
+        if let Ok(df) = ctx.sql(body).await {
+            let _ = ctx.register_table(*name, df.into_view());
+        }
+    }
+    Ok(ctx)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+    Jsonl,
+}
+
+pub fn write(batches: &[RecordBatch], format: Format, out: &mut dyn Write) -> Result<()> {
+    match format {
+        Format::Table => write_table(batches, out),
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(out);
+            if let Some(b) = batches.first() {
+                w.write_record(b.schema().fields().iter().map(|f| f.name().as_str()))?;
+            }
+            for b in batches {
+                let cols = text_columns(b)?;
+                for r in 0..b.num_rows() {
+                    w.write_record(cols.iter().map(|c| c[r].clone().unwrap_or_default()))?;
+                }
+            }
+            w.flush()?;
+            Ok(())
+        }
+        Format::Json | Format::Jsonl => {
+            let mut first = true;
+            if format == Format::Json {
+                write!(out, "[")?;
+            }
+            for b in batches {
+                let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+                for r in 0..b.num_rows() {
+                    let obj: serde_json::Map<String, Value> = names.iter().zip(b.columns()).map(|(n, c)| Ok((n.clone(), json_value(c, r)?))).collect::<Result<_>>()?;
+                    let line = serde_json::to_string(&obj)?;
+                    match format {
+                        Format::Json => write!(out, "{}{line}", if first { "\n" } else { ",\n" })?,
+                        _ => writeln!(out, "{line}")?,
+                    }
+                    first = false;
+                }
+            }
+            if format == Format::Json {
+                writeln!(out, "\n]")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn text_columns(b: &RecordBatch) -> Result<Vec<Vec<Option<String>>>> {
+    let opts = FormatOptions::default();
+    b.columns()
+        .iter()
+        .map(|c| {
+            let f = ArrayFormatter::try_new(c.as_ref(), &opts)?;
+            Ok((0..b.num_rows()).map(|r| (!c.is_null(r)).then(|| f.value(r).to_string())).collect())
+        })
+        .collect()
+}
+
+/// Typed JSON for the common column types; anything else as its display text.
+fn json_value(col: &ArrayRef, row: usize) -> Result<Value> {
+    use datafusion::arrow::array::{AsArray, BooleanArray, Float64Array, Int64Array, UInt64Array};
+    if col.is_null(row) {
+        return Ok(Value::Null);
+    }
+    let one = col.slice(row, 1);
+    Ok(match col.data_type() {
+        DataType::Boolean => Value::Bool(one.as_any().downcast_ref::<BooleanArray>().unwrap().value(0)),
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            Value::from(cast(&one, &DataType::Int64)?.as_any().downcast_ref::<Int64Array>().unwrap().value(0))
+        }
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            Value::from(cast(&one, &DataType::UInt64)?.as_any().downcast_ref::<UInt64Array>().unwrap().value(0))
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let v = cast(&one, &DataType::Float64)?.as_any().downcast_ref::<Float64Array>().unwrap().value(0);
+            serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Value::String(cast(&one, &DataType::Utf8)?.as_string::<i32>().value(0).to_string()),
+        DataType::List(_) | DataType::LargeList(_) => {
+            let inner = match col.data_type() {
+                DataType::List(_) => col.as_list::<i32>().value(row),
+                _ => col.as_list::<i64>().value(row),
+            };
+            Value::Array((0..inner.len()).map(|i| json_value(&inner, i)).collect::<Result<_>>()?)
+        }
+        _ => Value::String(ArrayFormatter::try_new(col.as_ref(), &FormatOptions::default())?.value(row).to_string()),
+    })
+}
+
+/// An aligned text table; long cells are shortened and newlines shown as `⏎` so rows stay rows.
+fn write_table(batches: &[RecordBatch], out: &mut dyn Write) -> Result<()> {
+    const MAX: usize = 60;
+    let Some(first) = batches.first() else {
+        writeln!(out, "(no rows)")?;
+        return Ok(());
+    };
+    let header: Vec<String> = first.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for b in batches {
+        let cols = text_columns(b)?;
+        for r in 0..b.num_rows() {
+            rows.push(
+                cols.iter()
+                    .map(|c| {
+                        let s = c[r].clone().unwrap_or_else(|| "NULL".into()).replace('\n', "⏎");
+                        if s.chars().count() > MAX { format!("{}…", s.chars().take(MAX - 1).collect::<String>()) } else { s }
+                    })
+                    .collect(),
+            );
+        }
+    }
+    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(0)).collect();
+    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join(" │ ");
+    writeln!(out, "{}", line(&header))?;
+    writeln!(out, "{}", widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>().join("─┼─"))?;
+    for r in &rows {
+        writeln!(out, "{}", line(r))?;
+    }
+    writeln!(out, "({} row{})", rows.len(), if rows.len() == 1 { "" } else { "s" })?;
+    Ok(())
+}
+
+pub fn export(wh: &Warehouse, table: &str, format: Format, out: &mut dyn Write) -> Result<()> {
+    if warehouse::table(table).is_none() {
+        let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        bail!("unknown table `{table}` (tables: {})", names.join(", "));
+    }
+    let batches = query(wh, &format!("SELECT * FROM {table}"))?;
+    write(&batches, format, out)
+}

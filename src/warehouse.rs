@@ -1,0 +1,426 @@
+//! The Parquet warehouse: Hive-partitioned tables that readers may query at any moment.
+//!
+//! A partition is one leaf folder (`scores/service=…/model=…/`). It is built complete in a
+//! staging folder and swapped in with one `renameat2(RENAME_EXCHANGE)`, so a concurrent
+//! `read_parquet('scores/**/*.parquet')` sees either the old rows or the new ones, never both.
+//! Engine bookkeeping lives under `_doc2ci/`, outside every table folder.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_arrow::schema::{SchemaLike, TracingOptions};
+
+/// A table and the columns that live in its folder names rather than its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableDef {
+    pub name: &'static str,
+    pub partition_cols: &'static [&'static str],
+}
+
+pub const PAIRS_RAW: TableDef = TableDef { name: "pairs_raw", partition_cols: &["service", "source"] };
+pub const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
+pub const GENERATIONS: TableDef = TableDef { name: "generations", partition_cols: &["service", "model"] };
+pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
+
+pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS];
+
+pub fn table(name: &str) -> Option<TableDef> {
+    TABLES.iter().copied().find(|t| t.name == name)
+}
+
+/// One leaf folder of a table; its id (`pairs/service=x`) is also its relative path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Partition {
+    pub table: &'static str,
+    pub values: Vec<(String, String)>,
+}
+
+impl Partition {
+    pub fn new(t: TableDef, values: &[&str]) -> Self {
+        assert_eq!(t.partition_cols.len(), values.len(), "partition arity of {}", t.name);
+        Self { table: t.name, values: t.partition_cols.iter().zip(values).map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+    }
+    pub fn id(&self) -> String {
+        let mut s = self.table.to_string();
+        for (k, v) in &self.values {
+            s.push_str(&format!("/{k}={v}"));
+        }
+        s
+    }
+    pub fn get(&self, col: &str) -> Option<&str> {
+        self.values.iter().find(|(k, _)| k == col).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the engine remembers of a finished partition; the cache key decides reuse.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartState {
+    pub stage: String,
+    pub key: String,
+    pub output_hash: String,
+    pub rows: u64,
+    pub version: u32,
+    pub params_hash: String,
+    /// Input name → content hash, so `plan` can say which input changed.
+    pub inputs: BTreeMap<String, String>,
+    pub finished_at: String,
+    #[serde(default)]
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub started_at: String,
+    pub finished_at: String,
+    pub config: String,
+    pub ran: usize,
+    pub reused: usize,
+    pub failed: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    pub partitions: BTreeMap<String, PartState>,
+    pub last_run: Option<RunInfo>,
+}
+
+pub struct Warehouse {
+    pub root: PathBuf,
+}
+
+/// Held for the whole run; the kernel drops it if the process dies, so `kill -9` never wedges.
+pub struct Lock {
+    _file: File,
+}
+
+impl Warehouse {
+    pub fn new(root: &Path) -> Self {
+        Self { root: root.to_path_buf() }
+    }
+
+    pub fn meta(&self) -> PathBuf {
+        self.root.join("_doc2ci")
+    }
+
+    pub fn lock(&self) -> Result<Lock> {
+        fs::create_dir_all(self.meta()).with_context(|| format!("cannot create warehouse {}", self.root.display()))?;
+        let path = self.meta().join("lock");
+        let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: flock on a file descriptor we own; no memory is shared.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let holder = fs::read_to_string(&path).unwrap_or_default();
+            bail!(
+                "warehouse {} is in use by another doc2ci run ({}); wait for it to finish",
+                self.root.display(),
+                holder.trim().if_empty("unknown process")
+            );
+        }
+        file.set_len(0)?;
+        writeln!(file, "pid {} since {}", std::process::id(), now())?;
+        Ok(Lock { _file: file })
+    }
+
+    pub fn load_state(&self) -> Result<State> {
+        let p = self.meta().join("state.json");
+        match fs::read(&p) {
+            Ok(b) => serde_json::from_slice(&b).with_context(|| format!("corrupt engine state {}: delete it to rebuild from scratch", p.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+        }
+    }
+
+    pub fn save_state(&self, st: &State) -> Result<()> {
+        fs::create_dir_all(self.meta())?;
+        atomic_write(&self.meta().join("state.json"), &serde_json::to_vec_pretty(st)?)
+    }
+
+    pub fn dir(&self, p: &Partition) -> PathBuf {
+        self.root.join(p.id())
+    }
+
+    pub fn checkpoint(&self, p: &Partition, key: &str) -> Checkpoint {
+        Checkpoint { dir: self.meta().join("checkpoints").join(p.id().replace('/', "~")).join(&key[..16]) }
+    }
+
+    /// Writes `rows` as the partition's entire content and returns the content hash.
+    pub fn write<T: Serialize>(&self, p: &Partition, rows: &[T]) -> Result<String> {
+        let staging = self.meta().join("staging").join(format!("{}-{}", p.id().replace('/', "~"), unique()));
+        fs::create_dir_all(&staging)?;
+        let bytes = encode_parquet(p, rows)?;
+        let file = staging.join("part-0.parquet");
+        fs::write(&file, &bytes)?;
+        File::open(&file)?.sync_all()?;
+        let target = self.dir(p);
+        swap_in(&staging, &target)?;
+        let _ = fs::remove_dir_all(&staging);
+        Ok(blake3::hash(&bytes).to_hex().to_string())
+    }
+
+    pub fn read<T: DeserializeOwned>(&self, p: &Partition) -> Result<Vec<T>> {
+        read_dir_rows(&self.dir(p), p)
+    }
+
+    pub fn remove(&self, p: &Partition) -> Result<()> {
+        let d = self.dir(p);
+        if d.exists() {
+            let trash = self.meta().join("staging").join(format!("trash-{}", unique()));
+            fs::create_dir_all(trash.parent().unwrap())?;
+            fs::rename(&d, &trash)?;
+            fs::remove_dir_all(&trash)?;
+        }
+        // Leave no empty `service=…` folders behind.
+        let mut parent = d.parent().map(Path::to_path_buf);
+        while let Some(pp) = parent {
+            if pp == self.root || fs::remove_dir(&pp).is_err() {
+                break;
+            }
+            parent = pp.parent().map(Path::to_path_buf);
+        }
+        Ok(())
+    }
+
+    /// Every leaf partition folder currently on disk for a table.
+    pub fn partitions_on_disk(&self, t: TableDef) -> Vec<String> {
+        let mut out = Vec::new();
+        let base = self.root.join(t.name);
+        fn walk(dir: &Path, depth: usize, prefix: String, out: &mut Vec<String>) {
+            if depth == 0 {
+                out.push(prefix);
+                return;
+            }
+            if let Ok(rd) = fs::read_dir(dir) {
+                let mut names: Vec<_> = rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                names.sort();
+                for n in names {
+                    walk(&dir.join(&n), depth - 1, format!("{prefix}/{n}"), out);
+                }
+            }
+        }
+        if base.exists() {
+            walk(&base, t.partition_cols.len(), t.name.to_string(), &mut out);
+        }
+        out
+    }
+}
+
+trait IfEmpty {
+    fn if_empty<'a>(&'a self, alt: &'a str) -> &'a str;
+}
+impl IfEmpty for str {
+    fn if_empty<'a>(&'a self, alt: &'a str) -> &'a str {
+        if self.is_empty() { alt } else { self }
+    }
+}
+
+/// Batches of a long stage, written as they finish so a killed run resumes after the last one.
+pub struct Checkpoint {
+    dir: PathBuf,
+}
+
+impl Checkpoint {
+    /// Rows of finished batches, how far into the input the last one reached, how many
+    /// batches there are, and how many bad records were skipped so far.
+    pub fn resume<T: DeserializeOwned>(&self) -> Result<(Vec<T>, u64, usize, u64)> {
+        let mut files = self.batch_files()?;
+        files.sort();
+        let (mut rows, mut done, mut skipped) = (Vec::new(), 0u64, 0u64);
+        for (name, path) in &files {
+            let mut r: Vec<T> = read_file_rows(path, None)?;
+            rows.append(&mut r);
+            let parts: Vec<u64> = name.trim_end_matches(".parquet").split('-').skip(1).filter_map(|s| s.parse().ok()).collect();
+            if let [_, d, s] = parts[..] {
+                (done, skipped) = (d, s);
+            }
+        }
+        Ok((rows, done, files.len(), skipped))
+    }
+
+    /// `done` is how far into the input this batch reaches (records consumed so far).
+    pub fn commit<T: Serialize>(&self, seq: usize, done: u64, skipped: u64, rows: &[T]) -> Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let bytes = encode_rows(rows, &[])?;
+        atomic_write(&self.dir.join(format!("batch-{seq:06}-{done:012}-{skipped:09}.parquet")), &bytes)
+    }
+
+    pub fn clear(&self) {
+        let _ = fs::remove_dir_all(&self.dir);
+        if let Some(parent) = self.dir.parent() {
+            let _ = fs::remove_dir(parent);
+        }
+    }
+
+    fn batch_files(&self) -> Result<Vec<(String, PathBuf)>> {
+        let mut v = Vec::new();
+        if let Ok(rd) = fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("batch-") && name.ends_with(".parquet") {
+                    v.push((name, e.path()));
+                }
+            }
+        }
+        Ok(v)
+    }
+}
+
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0), N.fetch_add(1, Ordering::Relaxed))
+}
+
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", unique()));
+    {
+        let mut f = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path).with_context(|| format!("cannot rename into {}", path.display()))?;
+    Ok(())
+}
+
+/// Atomically replaces `target` (a folder) with `staging`; afterwards `staging` holds the old one.
+fn swap_in(staging: &Path, target: &Path) -> Result<()> {
+    fs::create_dir_all(target.parent().unwrap())?;
+    if !target.exists() {
+        fs::rename(staging, target).with_context(|| format!("cannot move partition into {}", target.display()))?;
+        return Ok(());
+    }
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let a = CString::new(staging.as_os_str().as_bytes())?;
+    let b = CString::new(target.as_os_str().as_bytes())?;
+    // SAFETY: two valid NUL-terminated paths; RENAME_EXCHANGE swaps them in one step.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    // Filesystems without RENAME_EXCHANGE: a brief window with the partition absent, never doubled.
+    let old = staging.with_extension("old");
+    fs::rename(target, &old)?;
+    fs::rename(staging, target)?;
+    fs::rename(&old, staging)?;
+    Ok(())
+}
+
+fn tracing_options() -> TracingOptions {
+    TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
+}
+
+fn encode_parquet<T: Serialize>(p: &Partition, rows: &[T]) -> Result<Vec<u8>> {
+    let drop: Vec<&str> = p.values.iter().map(|(k, _)| k.as_str()).collect();
+    encode_rows(rows, &drop)
+}
+
+/// Rows → one Parquet file in memory, without the columns that the folder names carry.
+fn encode_rows<T: Serialize>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
+    let fields = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
+    let batch = serde_arrow::to_record_batch(&fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
+    let keep: Vec<usize> = batch.schema().fields().iter().enumerate().filter(|(_, f)| !drop.contains(&f.name().as_str())).map(|(i, _)| i).collect();
+    let batch = batch.project(&keep)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .set_max_row_group_size(64 * 1024)
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn read_dir_rows<T: DeserializeOwned>(dir: &Path, p: &Partition) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for f in parquet_files(dir) {
+        out.extend(read_file_rows::<T>(&f, Some(p))?);
+    }
+    Ok(out)
+}
+
+/// Reads a Parquet file back into rows, restoring the partition columns from the folder names.
+pub fn read_file_rows<T: DeserializeOwned>(path: &Path, p: Option<&Partition>) -> Result<Vec<T>> {
+    let batches = read_batches(path)?;
+    let mut out = Vec::new();
+    for b in batches {
+        let b = match p {
+            Some(p) if !p.values.is_empty() => with_partition_cols(&b, p)?,
+            _ => b,
+        };
+        let mut rows: Vec<T> = serde_arrow::from_record_batch(&b).map_err(|e| anyhow!("{}: cannot decode rows: {e}", path.display()))?;
+        out.append(&mut rows);
+    }
+    Ok(out)
+}
+
+pub fn read_batches(path: &Path) -> Result<Vec<RecordBatch>> {
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f).with_context(|| format!("{} is not a readable Parquet file", path.display()))?.build()?;
+    reader.collect::<std::result::Result<Vec<_>, _>>().with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn with_partition_cols(b: &RecordBatch, p: &Partition) -> Result<RecordBatch> {
+    let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+    for (k, v) in &p.values {
+        fields.push(Field::new(k, DataType::Utf8, false));
+        cols.push(Arc::new(StringArray::from(vec![v.as_str(); b.num_rows()])));
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use doc2ci_rows::ModelRow;
+
+    #[test]
+    fn write_swap_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let p = Partition::new(MODELS, &[]);
+        let row = |m: &str| ModelRow { model: m.into(), backend: "import".into(), family: None, size_b: Some(7.0), code: Some(true), proprietary: None };
+        let h1 = wh.write(&p, &[row("a")]).unwrap();
+        let h2 = wh.write(&p, &[row("b"), row("c")]).unwrap();
+        assert_ne!(h1, h2);
+        let back: Vec<ModelRow> = wh.read(&p).unwrap();
+        assert_eq!(back, vec![row("b"), row("c")]);
+        assert_eq!(parquet_files(&wh.dir(&p)).len(), 1, "superseded file left the table folder");
+        assert_eq!(h2, wh.write(&p, &[row("b"), row("c")]).unwrap(), "same rows, same bytes");
+    }
+
+    #[test]
+    fn second_lock_is_refused_with_a_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let _l = wh.lock().unwrap();
+        let e = wh.lock().err().unwrap().to_string();
+        assert!(e.contains("in use by another doc2ci run") && e.contains(&format!("pid {}", std::process::id())), "{e}");
+    }
+}

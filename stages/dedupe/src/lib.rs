@@ -1,0 +1,114 @@
+//! Dedupe (SPEC §1): documentation reaches one section through several URLs, so the crawler
+//! collects exact copies; scoring each copy would weight those sections several times.
+
+use std::collections::HashMap;
+
+use doc2ci_rows::{Pair, RawPair};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Same service, title, description and reference after the SPEC's whitespace normalisation.
+    #[default]
+    Normalized,
+    /// Byte-identical title, description and reference only.
+    Exact,
+    /// Keep every copy (each becomes its own pair, with a distinct id).
+    None,
+}
+
+/// `raw` must be in source order; the first occurrence stands for its copies.
+pub fn dedupe(raw: &[RawPair], mode: Mode) -> Vec<Pair> {
+    let mut out: Vec<Pair> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut occurrences: HashMap<String, u32> = HashMap::new();
+    for r in raw {
+        let key = match mode {
+            Mode::Normalized => r.pair_id.clone(),
+            Mode::Exact => exact_key(r),
+            Mode::None => format!("{}#{}", r.source, r.position),
+        };
+        if let Some(&i) = index.get(&key) {
+            let p = &mut out[i];
+            p.n_copies += 1;
+            p.urls.push(r.url.clone());
+            p.source_ids.push(r.source_id.clone());
+            continue;
+        }
+        // Exact/none modes may keep two pairs that normalise alike: their ids must still differ.
+        let n = occurrences.entry(r.pair_id.clone()).or_insert(0);
+        *n += 1;
+        let pair_id = if *n == 1 { r.pair_id.clone() } else { format!("{}-{}", r.pair_id, n) };
+        index.insert(key, out.len());
+        out.push(Pair {
+            pair_id,
+            service: r.service.clone(),
+            url: r.url.clone(),
+            title: r.title.clone(),
+            description: r.description.clone(),
+            reference: r.reference.clone(),
+            n_copies: 1,
+            urls: vec![r.url.clone()],
+            source: r.source.clone(),
+            source_id: r.source_id.clone(),
+            source_ids: vec![r.source_id.clone()],
+            position: r.position,
+        });
+    }
+    out
+}
+
+fn exact_key(r: &RawPair) -> String {
+    [r.service.as_str(), &r.title, &r.description, &r.reference].join("\u{0}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(id: &str, title: &str, desc: &str, reference: &str, url: &str, pos: u64) -> RawPair {
+        RawPair {
+            pair_id: doc2ci_rows::pair_id("gha", title, desc, reference),
+            service: "gha".into(),
+            url: url.into(),
+            title: title.into(),
+            description: desc.into(),
+            reference: reference.into(),
+            source: "docs".into(),
+            source_id: id.into(),
+            position: pos,
+        }
+    }
+
+    #[test]
+    fn keeps_first_copy_and_records_the_others() {
+        let rows = vec![
+            raw("1", "T", "D  x", "on: push", "a", 0),
+            raw("2", "T", "D x", "on: push  \n", "b", 1),
+            raw("3", "T", "D x", "on: pull_request", "c", 2),
+            raw("4", " T", "D\nx", "\non: push", "d", 3),
+        ];
+        let p = dedupe(&rows, Mode::Normalized);
+        assert_eq!(p.len(), 2, "same title+description, different reference: kept apart");
+        assert_eq!(p[0].source_id, "1");
+        assert_eq!(p[0].n_copies, 3);
+        assert_eq!(p[0].urls, vec!["a", "b", "d"]);
+        assert_eq!(p[0].source_ids, vec!["1", "2", "4"]);
+        assert_eq!(p[1].n_copies, 1);
+    }
+
+    #[test]
+    fn exact_and_none_modes_keep_more_with_distinct_ids() {
+        let rows = vec![raw("1", "T", "D", "a: 1", "a", 0), raw("2", "T", "D", "a: 1 ", "b", 1), raw("3", "T", "D", "a: 1", "c", 2)];
+        let e = dedupe(&rows, Mode::Exact);
+        assert_eq!(e.len(), 2);
+        assert_ne!(e[0].pair_id, e[1].pair_id);
+        assert_eq!(e[0].n_copies, 2);
+        let n = dedupe(&rows, Mode::None);
+        assert_eq!(n.len(), 3);
+        let mut ids: Vec<_> = n.iter().map(|p| p.pair_id.clone()).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), 3);
+    }
+}

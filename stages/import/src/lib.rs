@@ -1,0 +1,343 @@
+//! Import: turns records of existing files into `RawPair`s and `Generation`s.
+//!
+//! The engine opens files (and decompresses them); this crate only sees readers and records,
+//! so the same mapping serves CSV, JSONL and Parquet and is testable on strings.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::{BufRead, Read};
+
+use doc2ci_rows::{Generation, Pair, RawPair};
+
+/// A bad record: the engine adds the file name, so the message names file and line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportError {
+    pub line: u64,
+    pub message: String,
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// One input record: its first line in the file and its fields by column name.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    pub line: u64,
+    pub fields: HashMap<String, Option<String>>,
+}
+
+/// Which input column feeds which field. Keys: id, url, title, description, reference,
+/// output, raw_output, latency_s, latency_ms, error.
+#[derive(Debug, Clone)]
+pub struct ColumnMap(BTreeMap<String, String>);
+
+impl ColumnMap {
+    /// The predecessor study's CSV columns.
+    pub fn llm4ci() -> Self {
+        let m = [
+            ("id", "ID"),
+            ("url", "URL"),
+            ("title", "Title"),
+            ("description", "Description"),
+            ("reference", "Code"),
+            ("output", "LLM_YML_Output"),
+            ("latency_s", "Time"),
+        ];
+        Self(m.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect())
+    }
+
+    /// Generic formats default to the field names themselves; `overrides` renames.
+    pub fn for_format(format: &str, overrides: &BTreeMap<String, String>) -> Result<Self, String> {
+        const FIELDS: &[&str] = &["id", "url", "title", "description", "reference", "output", "raw_output", "latency_s", "latency_ms", "error"];
+        let mut base = if format == "llm4ci" {
+            Self::llm4ci()
+        } else {
+            Self(FIELDS.iter().map(|f| (f.to_string(), f.to_string())).collect())
+        };
+        for (k, v) in overrides {
+            if !FIELDS.contains(&k.as_str()) {
+                return Err(format!("unknown field `{k}` in `columns` (fields: {})", FIELDS.join(", ")));
+            }
+            base.0.insert(k.clone(), v.clone());
+        }
+        Ok(base)
+    }
+
+    fn col(&self, field: &str) -> &str {
+        self.0.get(field).map(String::as_str).unwrap_or(field)
+    }
+}
+
+/// Reads CSV records with a header; gzip is the caller's business.
+pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Record, ImportError>>, ImportError> {
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(reader);
+    let headers = rdr
+        .headers()
+        .map_err(|e| ImportError { line: 1, message: format!("cannot read CSV header: {e}") })?
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').to_string())
+        .collect::<Vec<_>>();
+    Ok(rdr.into_records().map(move |r| {
+        let rec = r.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            ImportError { line, message: format!("malformed CSV: {}", csv_error_text(&e)) }
+        })?;
+        let line = rec.position().map_or(0, |p| p.line());
+        let fields = headers.iter().cloned().zip(rec.iter().map(|v| Some(v.to_string()))).collect();
+        Ok(Record { line, fields })
+    }))
+}
+
+fn csv_error_text(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!("{len} fields where the header has {expected_len}"),
+        csv::ErrorKind::Utf8 { .. } => "invalid UTF-8".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Reads JSON Lines: one object per line; blank lines are allowed.
+pub fn jsonl_records<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Record, ImportError>> {
+    reader.lines().enumerate().filter_map(|(i, line)| {
+        let n = i as u64 + 1;
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => return Some(Err(ImportError { line: n, message: format!("cannot read line: {e}") })),
+        };
+        if line.trim().is_empty() {
+            return None;
+        }
+        let v: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => return Some(Err(ImportError { line: n, message: format!("invalid JSON: {e}") })),
+        };
+        let serde_json::Value::Object(obj) = v else {
+            return Some(Err(ImportError { line: n, message: "expected a JSON object".into() }));
+        };
+        let fields = obj
+            .into_iter()
+            .map(|(k, v)| {
+                let s = match v {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) => Some(s),
+                    other => Some(other.to_string()),
+                };
+                (k, s)
+            })
+            .collect();
+        Some(Ok(Record { line: n, fields }))
+    })
+}
+
+impl Record {
+    fn get(&self, map: &ColumnMap, field: &str) -> Option<&str> {
+        self.fields.get(map.col(field)).and_then(|v| v.as_deref())
+    }
+    fn require(&self, map: &ColumnMap, field: &str) -> Result<&str, ImportError> {
+        match self.fields.get(map.col(field)) {
+            Some(Some(v)) => Ok(v),
+            Some(None) => Ok(""),
+            None => Err(ImportError { line: self.line, message: format!("missing column `{}` (for {field})", map.col(field)) }),
+        }
+    }
+    fn id(&self, map: &ColumnMap) -> Result<String, ImportError> {
+        let id = self.require(map, "id")?.trim();
+        if id.is_empty() {
+            return Err(ImportError { line: self.line, message: format!("empty `{}`", map.col("id")) });
+        }
+        Ok(id.to_string())
+    }
+}
+
+/// A record as a pair of `service`, from source `source`, at `position` in it.
+pub fn to_raw_pair(rec: &Record, map: &ColumnMap, service: &str, source: &str, position: u64) -> Result<RawPair, ImportError> {
+    let id = rec.id(map)?;
+    let title = rec.require(map, "title")?.to_string();
+    let description = rec.require(map, "description")?.to_string();
+    let reference = rec.require(map, "reference")?.to_string();
+    let url = rec.get(map, "url").unwrap_or("").to_string();
+    Ok(RawPair {
+        pair_id: doc2ci_rows::pair_id(service, &title, &description, &reference),
+        service: service.into(),
+        url,
+        title,
+        description,
+        reference,
+        source: source.into(),
+        source_id: id,
+        position,
+    })
+}
+
+/// A model output before it is attached to a pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputRecord {
+    pub line: u64,
+    pub id: String,
+    pub output: Option<String>,
+    pub raw_output: Option<String>,
+    pub latency_ms: Option<f64>,
+    pub error: Option<String>,
+}
+
+pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportError> {
+    let id = rec.id(map)?;
+    let output = rec.require(map, "output")?.to_string();
+    let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
+        match rec.get(map, field).map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(v) => v
+                .parse::<f64>()
+                .map(|x| Some(x * scale))
+                .map_err(|_| ImportError { line: rec.line, message: format!("`{}` is not a number: {v:?}", map.col(field)) }),
+        }
+    };
+    let latency_ms = match number("latency_ms", 1.0)? {
+        Some(v) => Some(v),
+        None => number("latency_s", 1000.0)?,
+    };
+    let error = rec.get(map, "error").filter(|e| !e.is_empty()).map(str::to_string);
+    let raw = rec.get(map, "raw_output").map(str::to_string).unwrap_or_else(|| output.clone());
+    Ok(OutputRecord { line: rec.line, id, output: if error.is_some() && output.is_empty() { None } else { Some(output) }, raw_output: Some(raw), latency_ms, error })
+}
+
+/// What happened to a file's outputs when attached to the deduplicated pairs.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct AttachStats {
+    pub attached: usize,
+    /// Outputs for a copy that dedupe dropped: not scored (SPEC §1).
+    pub dropped_copies: usize,
+    pub skipped_bad: usize,
+}
+
+/// Maps output IDs to the pairs of one source: `source_id` of a kept pair → attached;
+/// the id of one of its copies → dropped; unknown or repeated ids are errors.
+pub struct Attacher<'a> {
+    by_id: HashMap<&'a str, (&'a Pair, bool)>,
+    seen: HashMap<String, u64>,
+    service: String,
+    model: String,
+}
+
+impl<'a> Attacher<'a> {
+    pub fn new(pairs: &'a [Pair], source: &str, service: &str, model: &str) -> Self {
+        let mut by_id = HashMap::new();
+        for p in pairs.iter().filter(|p| p.source == source) {
+            for sid in &p.source_ids {
+                by_id.insert(sid.as_str(), (p, *sid == p.source_id));
+            }
+        }
+        Self { by_id, seen: HashMap::new(), service: service.into(), model: model.into() }
+    }
+
+    /// `Ok(None)` for the output of a dropped copy.
+    pub fn attach(&mut self, out: OutputRecord) -> Result<Option<Generation>, ImportError> {
+        let Some(&(pair, kept)) = self.by_id.get(out.id.as_str()) else {
+            return Err(ImportError { line: out.line, message: format!("ID {} matches no pair of the source", out.id) });
+        };
+        if let Some(first) = self.seen.insert(out.id.clone(), out.line) {
+            return Err(ImportError { line: out.line, message: format!("ID {} repeats the output at line {first}", out.id) });
+        }
+        if !kept {
+            return Ok(None);
+        }
+        let degenerate = out.output.as_deref().map_or(true, |o| o.trim().is_empty());
+        Ok(Some(Generation {
+            pair_id: pair.pair_id.clone(),
+            service: self.service.clone(),
+            model: self.model.clone(),
+            sample: 0,
+            round: 0,
+            output: out.output,
+            raw_output: out.raw_output,
+            latency_ms: out.latency_ms,
+            prompt_tokens: None,
+            completion_tokens: None,
+            error: out.error,
+            degenerate,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CSV: &str = "ID,URL,Title,Description,Code\n1,u1,T,\"multi\nline\",\"on: push\n\"\n2,u2,T2,D2,x: 1\n";
+
+    #[test]
+    fn csv_multiline_fields_keep_their_start_line() {
+        let recs: Vec<_> = csv_records(CSV.as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].line, 2);
+        assert_eq!(recs[1].line, 5);
+        let p = to_raw_pair(&recs[0], &ColumnMap::llm4ci(), "gha", "docs", 0).unwrap();
+        assert_eq!((p.description.as_str(), p.reference.as_str(), p.source_id.as_str()), ("multi\nline", "on: push\n", "1"));
+    }
+
+    #[test]
+    fn malformed_row_names_its_line() {
+        let bad = "ID,URL,Title,Description,Code\n1,u,T,D,C\n2,u,T\n";
+        let errs: Vec<_> = csv_records(bad.as_bytes()).unwrap().filter_map(Result::err).collect();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].line, 3);
+        assert!(errs[0].to_string().contains("3 fields where the header has 5"), "{}", errs[0]);
+    }
+
+    #[test]
+    fn missing_column_is_named() {
+        let recs: Vec<_> = csv_records("ID,URL\n1,u\n".as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        let e = to_raw_pair(&recs[0], &ColumnMap::llm4ci(), "gha", "docs", 0).unwrap_err();
+        assert!(e.message.contains("`Title`"), "{e}");
+    }
+
+    #[test]
+    fn jsonl_with_column_map() {
+        let map = ColumnMap::for_format("jsonl", &[("reference".to_string(), "yaml".to_string())].into()).unwrap();
+        let recs: Vec<_> = jsonl_records("{\"id\": 7, \"title\": \"t\", \"description\": \"d\", \"yaml\": \"a: 1\"}\n\n".as_bytes()).collect::<Result<_, _>>().unwrap();
+        let p = to_raw_pair(&recs[0], &map, "gha", "s", 0).unwrap();
+        assert_eq!((p.source_id.as_str(), p.reference.as_str()), ("7", "a: 1"));
+        let e = jsonl_records("{oops\n".as_bytes()).next().unwrap().unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(ColumnMap::for_format("csv", &[("nope".to_string(), "x".to_string())].into()).is_err());
+    }
+
+    #[test]
+    fn outputs_attach_to_kept_pairs_only() {
+        let pair = Pair {
+            pair_id: "p".into(),
+            service: "gha".into(),
+            url: "u".into(),
+            title: "t".into(),
+            description: "d".into(),
+            reference: "r".into(),
+            n_copies: 2,
+            urls: vec!["u".into(), "u2".into()],
+            source: "docs".into(),
+            source_id: "1".into(),
+            source_ids: vec!["1".into(), "5".into()],
+            position: 0,
+        };
+        let pairs = vec![pair];
+        let mut a = Attacher::new(&pairs, "docs", "gha", "m");
+        let out = |id: &str, line| OutputRecord { line, id: id.into(), output: Some("on: push".into()), raw_output: None, latency_ms: Some(3.0), error: None };
+        let g = a.attach(out("1", 2)).unwrap().unwrap();
+        assert_eq!((g.pair_id.as_str(), g.model.as_str(), g.degenerate), ("p", "m", false));
+        assert_eq!(a.attach(out("5", 3)).unwrap(), None);
+        assert!(a.attach(out("1", 4)).unwrap_err().message.contains("repeats the output at line 2"));
+        assert!(a.attach(out("9", 5)).unwrap_err().message.contains("matches no pair"));
+    }
+
+    #[test]
+    fn seconds_become_milliseconds() {
+        let recs: Vec<_> = csv_records("ID,LLM_YML_Output,Time\n1,a: 1,1.5\n2,,\n".as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        let o = to_output(&recs[0], &ColumnMap::llm4ci()).unwrap();
+        assert_eq!(o.latency_ms, Some(1500.0));
+        assert_eq!(to_output(&recs[1], &ColumnMap::llm4ci()).unwrap().latency_ms, None);
+    }
+}

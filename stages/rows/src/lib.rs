@@ -1,0 +1,122 @@
+//! Typed rows of the warehouse tables.
+//!
+//! Stages exchange these structs and nothing else; the engine turns them into Arrow/Parquet.
+//! Partition columns (`service`, `model`) are fields here so stage code never has to know
+//! they live in the Hive path rather than in the files.
+
+use serde::{Deserialize, Serialize};
+
+/// A description→YAML pair as it came from a source, before duplicates are dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawPair {
+    pub pair_id: String,
+    pub service: String,
+    pub url: String,
+    pub title: String,
+    pub description: String,
+    pub reference: String,
+    /// Name of the `[[sources]]` entry it came from.
+    pub source: String,
+    /// The source's own identifier (a CSV `ID`, a crawl position), so results trace back.
+    pub source_id: String,
+    /// Order within the source; dedupe keeps the first occurrence by this order.
+    pub position: u64,
+}
+
+/// A deduplicated pair: the unit every generation is scored against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pair {
+    pub pair_id: String,
+    pub service: String,
+    pub url: String,
+    pub title: String,
+    pub description: String,
+    pub reference: String,
+    pub n_copies: u32,
+    /// URLs of every copy, kept one first, in source order.
+    pub urls: Vec<String>,
+    pub source: String,
+    pub source_id: String,
+    /// `source_id` of every copy, kept one first: lets imported outputs of copies be recognised.
+    pub source_ids: Vec<String>,
+    pub position: u64,
+}
+
+/// One model output for one pair (round 0 = zero-shot, round k = k-th repair).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    pub pair_id: String,
+    pub service: String,
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+    /// The configuration after fence stripping; what validate and score read.
+    pub output: Option<String>,
+    pub raw_output: Option<String>,
+    pub latency_ms: Option<f64>,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    /// Set when the backend failed; `output` is then null.
+    pub error: Option<String>,
+    /// Empty, prose-only or repetitive output (the study's "degenerate" flag).
+    pub degenerate: bool,
+}
+
+/// Per-model metadata from `pipeline.toml`, kept so stats can group by tier/family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRow {
+    pub model: String,
+    pub backend: String,
+    pub family: Option<String>,
+    pub size_b: Option<f64>,
+    pub code: Option<bool>,
+    pub proprietary: Option<bool>,
+}
+
+/// Whitespace runs collapsed to one space, trimmed: how titles and descriptions are compared.
+pub fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Trailing whitespace stripped from each line and leading/trailing blank lines removed:
+/// how references are compared (SPEC §1 dedupe).
+pub fn normalize_reference(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().map(|l| l.trim_end()).collect();
+    let start = lines.iter().position(|l| !l.is_empty()).unwrap_or(lines.len());
+    let end = lines.iter().rposition(|l| !l.is_empty()).map_or(start, |e| e + 1);
+    lines[start..end].join("\n")
+}
+
+/// Stable content hash of a pair: equal after normalisation ⇔ equal id, across runs and machines.
+pub fn pair_id(service: &str, title: &str, description: &str, reference: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    for part in [service, &collapse_ws(title), &collapse_ws(description), &normalize_reference(reference)] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+/// Hash of any text, for caches keyed by content (embeddings, prompts).
+pub fn text_hash(s: &str) -> String {
+    blake3::hash(s.as_bytes()).to_hex()[..32].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_normalisation_ignores_trailing_space_and_blank_edges() {
+        assert_eq!(normalize_reference("\n\non: push  \njobs:\n\n  a: 1\t\n\n"), "on: push\njobs:\n\n  a: 1");
+        assert_eq!(normalize_reference("  \n \n"), "");
+    }
+
+    #[test]
+    fn pair_id_is_layout_insensitive_only_where_spec_says() {
+        let a = pair_id("gha", "Title  x", " desc\n here ", "on: push\n");
+        assert_eq!(a, pair_id("gha", "Title x", "desc here", "on: push   \n\n"));
+        assert_ne!(a, pair_id("gha", "Title x", "desc here", "on:  push"));
+        assert_ne!(a, pair_id("circleci", "Title x", "desc here", "on: push"));
+    }
+}

@@ -1,0 +1,76 @@
+//! Helpers for end-to-end tests: run the real binary on real data, read back with real DuckDB.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn shared() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llm4ci");
+    assert!(p.exists(), "real data missing: {} (tests read ../shared beside the clone)", p.display());
+    p.canonicalize().unwrap()
+}
+
+pub const MODELS: &[&str] = &["gpt-4o", "gpt-4.1", "llama3.1-8b", "codellama-7b", "gemma3-12b", "codegemma-7b"];
+
+pub fn output_file(model: &str) -> PathBuf {
+    shared().join(format!("GitHubActions_{model}_output.csv.gz"))
+}
+
+/// A study over the real llm4ci data in `dir`, with `extra` appended (more models, stage params).
+pub fn write_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
+    let mut s = format!(
+        "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n[[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"llm4ci\"\npath = \"{}\"\nservice = \"github-actions\"\n",
+        shared().join("GitHubActions_Docs.csv.gz").display()
+    );
+    for m in models {
+        s.push_str(&format!("\n[[models]]\nname = \"{m}\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"x\"\n", output_file(m).display()));
+    }
+    s.push_str(extra);
+    let p = dir.join("pipeline.toml");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+pub fn doc2ci(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_doc2ci"));
+    c.args(args);
+    c
+}
+
+pub fn run_ok(args: &[&str]) -> String {
+    let out = doc2ci(args).output().unwrap();
+    assert!(out.status.success(), "doc2ci {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+pub fn run_err(args: &[&str]) -> String {
+    let out: Output = doc2ci(args).output().unwrap();
+    assert!(!out.status.success(), "doc2ci {args:?} should have failed:\n{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Table counts as the real DuckDB sees them (`pip install duckdb` is part of the test setup).
+pub fn duckdb(warehouse: &Path) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/duckdb_check.py");
+    let out = Command::new("python3").arg(script).arg(warehouse).output().expect("python3");
+    assert!(out.status.success(), "DuckDB could not read the warehouse: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every Parquet file under a folder with its modification time, to prove files were untouched.
+pub fn file_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut v = Vec::new();
+    fn walk(d: &Path, v: &mut Vec<(PathBuf, std::time::SystemTime)>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, v);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                v.push((p.clone(), e.metadata().unwrap().modified().unwrap()));
+            }
+        }
+    }
+    walk(dir, &mut v);
+    v.sort();
+    v
+}
