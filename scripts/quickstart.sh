@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine and runs the default study (pipeline.toml), then prints a summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+./scripts/deps.sh
+cargo build --quiet --bin doc2ci
+bin="$CARGO_TARGET_DIR/debug/doc2ci"
+"$bin" plan
+"$bin" run
+"$bin" status
+"$bin" sql "SELECT * FROM pair_counts"
