@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use doc2ci_import::{ColumnMap, ImportError, Record};
-use doc2ci_rows::{Generation, ModelRow, Pair, RawPair};
+use doc2ci_rows::{ModelRow, Pair, RawPair};
 
 use crate::config::Config;
 use crate::engine::Node;
@@ -149,7 +149,7 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
     }
 }
 
-fn finish<T: Serialize>(wh: &Warehouse, node: &Node, key: &str, rows: &[T], note: Option<String>) -> Result<TaskOutput> {
+fn finish<T: Serialize + DeserializeOwned>(wh: &Warehouse, node: &Node, key: &str, rows: &[T], note: Option<String>) -> Result<TaskOutput> {
     let output_hash = wh.write(&node.part, rows)?;
     wh.checkpoint(&node.part, key).clear();
     Ok(TaskOutput { output_hash, rows: rows.len() as u64, note })

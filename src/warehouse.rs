@@ -157,7 +157,7 @@ impl Warehouse {
     }
 
     /// Writes `rows` as the partition's entire content and returns the content hash.
-    pub fn write<T: Serialize>(&self, p: &Partition, rows: &[T]) -> Result<String> {
+    pub fn write<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T]) -> Result<String> {
         let staging = self.meta().join("staging").join(format!("{}-{}", p.id().replace('/', "~"), unique()));
         fs::create_dir_all(&staging)?;
         let bytes = encode_parquet(p, rows)?;
@@ -250,7 +250,7 @@ impl Checkpoint {
     }
 
     /// `done` is how far into the input this batch reaches (records consumed so far).
-    pub fn commit<T: Serialize>(&self, seq: usize, done: u64, skipped: u64, rows: &[T]) -> Result<()> {
+    pub fn commit<T: Serialize + DeserializeOwned>(&self, seq: usize, done: u64, skipped: u64, rows: &[T]) -> Result<()> {
         fs::create_dir_all(&self.dir)?;
         let bytes = encode_rows(rows, &[])?;
         atomic_write(&self.dir.join(format!("batch-{seq:06}-{done:012}-{skipped:09}.parquet")), &bytes)
@@ -326,20 +326,20 @@ fn tracing_options() -> TracingOptions {
     TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
 }
 
-fn encode_parquet<T: Serialize>(p: &Partition, rows: &[T]) -> Result<Vec<u8>> {
+fn encode_parquet<T: Serialize + DeserializeOwned>(p: &Partition, rows: &[T]) -> Result<Vec<u8>> {
     let drop: Vec<&str> = p.values.iter().map(|(k, _)| k.as_str()).collect();
     encode_rows(rows, &drop)
 }
 
 /// Rows → one Parquet file in memory, without the columns that the folder names carry.
-fn encode_rows<T: Serialize>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
+fn encode_rows<T: Serialize + DeserializeOwned>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
     let fields = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
     let batch = serde_arrow::to_record_batch(&fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
     let keep: Vec<usize> = batch.schema().fields().iter().enumerate().filter(|(_, f)| !drop.contains(&f.name().as_str())).map(|(i, _)| i).collect();
     let batch = batch.project(&keep)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .set_max_row_group_size(64 * 1024)
+        .set_max_row_group_row_count(Some(64 * 1024))
         .build();
     let mut buf = Vec::new();
     let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;

@@ -31,15 +31,16 @@ pub enum Backend {
 pub struct Options {
     pub backend: Backend,
     /// Fused backend: word pieces per packed batch (bounds activation memory, keeps gemm fed).
-    /// Candle backend: texts per padded batch is `batch_tokens / 64`, i.e. 32 at the default.
     pub batch_tokens: usize,
-    /// Worker threads; 0 means rayon's global pool size.
+    /// Candle backend: texts per padded batch (sentence-transformers' default is 32).
+    pub batch_size: usize,
+    /// Worker threads in a pool of the embedder's own; 0 means rayon's global pool.
     pub threads: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { backend: Backend::Fused, batch_tokens: 2048, threads: 0 }
+        Options { backend: Backend::Fused, batch_tokens: 2048, batch_size: 32, threads: 0 }
     }
 }
 
@@ -52,6 +53,7 @@ pub struct Embedder {
     tokenizer: Tokenizer,
     model: Model,
     opts: Options,
+    pool: Option<rayon::ThreadPool>,
     dim: usize,
 }
 
@@ -65,6 +67,13 @@ impl Embedder {
         if opts.batch_tokens < MAX_TOKENS {
             bail!("batch_tokens must be at least {MAX_TOKENS} (one full-length text)");
         }
+        if opts.batch_size == 0 {
+            bail!("batch_size must be at least 1");
+        }
+        let pool = match opts.threads {
+            0 => None,
+            n => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting embedding threads")?),
+        };
         let mut tok = Tokenizer::from_file(tokenizer)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("loading tokenizer {}", tokenizer.display()))?;
@@ -102,7 +111,7 @@ impl Embedder {
                 Model::Candle(m)
             }
         };
-        Ok(Embedder { tokenizer: tok, model, opts, dim })
+        Ok(Embedder { tokenizer: tok, model, opts, pool, dim })
     }
 
     pub fn dim(&self) -> usize {
@@ -120,6 +129,13 @@ impl Embedder {
 
     /// Unit-length embeddings, one per text, in input order.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        match &self.pool {
+            Some(pool) => pool.install(|| self.embed_here(texts)),
+            None => self.embed_here(texts),
+        }
+    }
+
+    fn embed_here(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -127,7 +143,7 @@ impl Embedder {
         // Longest first: the expensive batches start early, so the parallel tail is short.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-        let threads = if self.opts.threads == 0 { rayon::current_num_threads() } else { self.opts.threads };
+        let threads = rayon::current_num_threads();
         let mut out = vec![Vec::new(); texts.len()];
         match &self.model {
             Model::Fused(enc) => {
@@ -140,8 +156,7 @@ impl Embedder {
                 }
             }
             Model::Candle(m) => {
-                let per = (self.opts.batch_tokens / 64).max(1);
-                for batch in order.chunks(per) {
+                for batch in order.chunks(self.opts.batch_size) {
                     let vs = candle_batch(m, &ids, batch)?;
                     for (&i, v) in batch.iter().zip(vs) {
                         out[i] = v;

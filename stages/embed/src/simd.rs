@@ -176,8 +176,8 @@ mod tests {
     use super::*;
 
     fn erf64(x: f64) -> f64 {
-        // High-precision reference: series for small |x|, continued fraction tail otherwise.
-        if x.abs() < 3.0 {
+        // Reference in f64: Taylor series (cancellation stays below 1e-9 for |x| < 4), asymptotic erfc beyond.
+        if x.abs() < 4.0 {
             let mut sum = x;
             let mut term = x;
             let mut k = 0.0;
@@ -192,7 +192,11 @@ mod tests {
             }
             sum * 2.0 / std::f64::consts::PI.sqrt()
         } else {
-            x.signum()
+            let a = x.abs();
+            let a2 = a * a;
+            let series = 1.0 - 1.0 / (2.0 * a2) + 3.0 / (4.0 * a2 * a2) - 15.0 / (8.0 * a2 * a2 * a2);
+            let erfc = (-a2).exp() / (a * std::f64::consts::PI.sqrt()) * series;
+            x.signum() * (1.0 - erfc)
         }
     }
 

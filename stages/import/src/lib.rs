@@ -68,7 +68,7 @@ impl ColumnMap {
         Ok(base)
     }
 
-    fn col(&self, field: &str) -> &str {
+    fn col<'a>(&'a self, field: &'a str) -> &'a str {
         self.0.get(field).map(String::as_str).unwrap_or(field)
     }
 }

@@ -77,10 +77,6 @@ impl BleuSide {
         let counts = ngrams::count(&vocab.ids, |_, _| false);
         BleuSide { vocab, counts }
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.vocab.len() == 0
-    }
 }
 
 /// sacrebleu's `my_log`.

@@ -135,10 +135,6 @@ impl WordSide {
         let kept = std::array::from_fn(|i| ignored[i].iter().filter(|&&x| !x).count() as u64);
         WordSide { vocab, ignored, kept, counts }
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.vocab.len() == 0
-    }
 }
 
 /// CrystalBLEU of `hyp` against `reference` (both built with the same context).

@@ -1,8 +1,14 @@
-//! doc2ci's similarity metrics (SPEC §5), each matching the Python peer the SPEC names.
+//! doc2ci's similarity metrics (SPEC §5), each matching the Python peer the SPEC names to 1e-9.
+//!
+//! The engine scores the same reference against every model's output, so the per-text work
+//! (cleaning, tokenising, n-gram counting, YAML loading, tree building) lives in [`Prepared`]:
+//! prepare each distinct text once, then [`score_prepared`] any pair of them. [`score_pair`] does
+//! both for one-off use. Everything here is pure, `Send + Sync` and cheap to call from rayon.
 
 mod bleu;
 mod chrf;
 mod crystal;
+mod kv;
 mod levenshtein;
 mod ngrams;
 mod rouge;
@@ -11,3 +17,309 @@ mod zss;
 
 pub use crystal::CrystalContext;
 pub use text::{clean, lj};
+
+use doc2ci_yaml::{Limits, Value};
+
+/// The per-pair metrics that need no embeddings. All in [0, 1]; `exact` and `kv_exact` are 0 or 1.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LexicalScores {
+    pub bleu: f64,
+    pub crystal_bleu: f64,
+    pub rouge_l: f64,
+    pub chrf: f64,
+    pub tree_edit: f64,
+    pub levenshtein: f64,
+    pub exact: f64,
+    pub kv_exact: f64,
+    pub kv_wildcard: f64,
+}
+
+/// One text with everything the metrics need from it, whichever side of a pair it is on.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    clean: String,
+    lj: String,
+    canon: String,
+    canon_chars: Vec<char>,
+    bleu: bleu::BleuSide,
+    chrf: chrf::ChrfSide,
+    words: crystal::WordSide,
+    tree: zss::Tree,
+    docs: kv::Docs,
+    /// Documents of the text with CloudEval's wildcard labels applied, when any line carries one.
+    labelled_docs: Option<kv::Docs>,
+}
+
+impl Prepared {
+    /// Prepares `text` (as stored: raw reference or model output) with the service's context.
+    pub fn new(text: &str, ctx: &CrystalContext) -> Prepared {
+        let clean = text::clean(text);
+        let lj = text::lj_of_clean(&clean);
+        let limits = Limits::default();
+        let loaded = doc2ci_yaml::load(&clean, &limits);
+        let canon = canon_of(&clean, loaded.as_ref().ok());
+        let tree = tree_of(loaded.as_ref().ok());
+        let docs = documents(&clean, loaded);
+        let labelled_docs = kv::label_wildcards(&clean).map(|labelled| match labelled {
+            Ok(t) => documents(&t, doc2ci_yaml::load(&t, &limits)),
+            Err(()) => None,
+        });
+        Prepared {
+            canon_chars: canon.chars().collect(),
+            canon,
+            bleu: bleu::BleuSide::new(&lj),
+            chrf: chrf::ChrfSide::new(&lj),
+            words: crystal::WordSide::new(&lj, ctx),
+            tree,
+            docs,
+            labelled_docs,
+            clean,
+            lj,
+        }
+    }
+
+    /// SPEC §5 `clean` of the text.
+    pub fn clean(&self) -> &str {
+        &self.clean
+    }
+
+    /// SPEC §5 `lj` of the text.
+    pub fn lj(&self) -> &str {
+        &self.lj
+    }
+
+    /// SPEC §5 `canon` of the text.
+    pub fn canon(&self) -> &str {
+        &self.canon
+    }
+
+    /// Node count of the text's YAML tree (1 when it does not load).
+    pub fn tree_nodes(&self) -> usize {
+        self.tree.len()
+    }
+}
+
+/// The YAML documents of a cleaned text as a multi-document load would give them: none for a text
+/// without content.
+fn documents(clean: &str, loaded: Result<Value, doc2ci_yaml::YamlError>) -> kv::Docs {
+    if clean.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    loaded.ok().map(|v| vec![v])
+}
+
+/// SPEC §5 tree: `root`; a mapping adds a child per key over its value, a sequence `item_i`
+/// children, a non-null scalar one leaf labelled with its text as written.
+fn tree_of(value: Option<&Value>) -> zss::Tree {
+    let mut arena = zss::Arena::default();
+    let root = arena.add("root");
+    if let Some(v) = value {
+        attach(&mut arena, root, v);
+    }
+    arena.into_tree(root)
+}
+
+fn attach(arena: &mut zss::Arena, parent: u32, v: &Value) {
+    match v {
+        Value::Map(m) => {
+            for (k, val) in m.iter() {
+                let node = arena.add(&label(k));
+                arena.attach(parent, node);
+                attach(arena, node, val);
+            }
+        }
+        Value::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let node = arena.add(&format!("item_{i}"));
+                arena.attach(parent, node);
+                attach(arena, node, item);
+            }
+        }
+        Value::Null { .. } => {}
+        scalar => {
+            let node = arena.add(&label(scalar));
+            arena.attach(parent, node);
+        }
+    }
+}
+
+fn label(v: &Value) -> String {
+    match v {
+        Value::Bool { value, .. } => if *value { "true" } else { "false" }.to_string(),
+        // A sequence used as a key is a Python tuple; its label is the tuple's str().
+        Value::Seq(_) | Value::Map(_) => doc2ci_yaml::py_str_key(v),
+        other => other.scalar_text().unwrap_or_default().to_string(),
+    }
+}
+
+/// All metrics of one prepared output against its prepared reference (same [`CrystalContext`]).
+pub fn score_prepared(reference: &Prepared, output: &Prepared) -> LexicalScores {
+    let any_empty = reference.lj.is_empty() || output.lj.is_empty();
+    let levenshtein = levenshtein::similarity(&output.canon_chars, &reference.canon_chars);
+    let (n1, n2) = (reference.tree.len(), output.tree.len());
+    let d = zss::distance(&reference.tree, &output.tree);
+    let tree_edit = (1.0 - d as f64 / (2 * n1.max(n2)) as f64).clamp(0.0, 1.0);
+    let wild_ref = reference.labelled_docs.as_ref().unwrap_or(&reference.docs);
+    LexicalScores {
+        bleu: if any_empty { 0.0 } else { bleu::bleu(&reference.bleu, &output.bleu) },
+        crystal_bleu: if any_empty { 0.0 } else { crystal::crystal_bleu(&reference.words, &output.words) },
+        rouge_l: if any_empty { 0.0 } else { rouge::rouge_l(&reference.words.vocab, &output.words.vocab) },
+        chrf: if any_empty { 0.0 } else { chrf::chrf(&reference.chrf, &output.chrf) },
+        tree_edit,
+        levenshtein,
+        exact: (reference.canon == output.canon) as u8 as f64,
+        kv_exact: kv::kv_exact(&reference.docs, &output.docs),
+        kv_wildcard: kv::kv_wildcard(wild_ref, &output.docs),
+    }
+}
+
+/// All metrics of `output` against `reference` (texts as stored).
+pub fn score_pair(reference: &str, output: &str, ctx: &CrystalContext) -> LexicalScores {
+    score_prepared(&Prepared::new(reference, ctx), &Prepared::new(output, ctx))
+}
+
+/// SPEC §5 `canon`: compact sorted-key JSON of a text that loads as a mapping or sequence, else its
+/// stripped non-empty cleaned lines.
+pub fn canon(x: &str) -> String {
+    let clean = text::clean(x);
+    canon_of(&clean, doc2ci_yaml::load(&clean, &Limits::default()).ok().as_ref())
+}
+
+/// The JSON fallback also covers values `json.dumps(sort_keys=True)` cannot write (keys of mixed
+/// types, non-string keys it cannot convert), where the peer's dump raises.
+fn canon_of(clean: &str, loaded: Option<&Value>) -> String {
+    match loaded {
+        Some(v @ (Value::Map(_) | Value::Seq(_))) => doc2ci_yaml::canon_json(v),
+        _ => None,
+    }
+    .unwrap_or_else(|| text::stripped_lines_of_clean(clean))
+}
+
+/// Sentence BLEU / 100 of `lj(output)` against `lj(reference)` (sacrebleu, 13a, exp smoothing).
+pub fn bleu(reference: &str, output: &str) -> f64 {
+    let (r, o) = (lj(reference), lj(output));
+    if r.is_empty() || o.is_empty() {
+        return 0.0;
+    }
+    bleu::bleu(&bleu::BleuSide::new(&r), &bleu::BleuSide::new(&o))
+}
+
+/// CrystalBLEU of `lj(output)` against `lj(reference)`, ignoring the context's n-grams.
+pub fn crystal_bleu(reference: &str, output: &str, ctx: &CrystalContext) -> f64 {
+    let (r, o) = (lj(reference), lj(output));
+    if r.is_empty() || o.is_empty() {
+        return 0.0;
+    }
+    crystal::crystal_bleu(&crystal::WordSide::new(&r, ctx), &crystal::WordSide::new(&o, ctx))
+}
+
+/// ROUGE-L F1 over whitespace tokens of `lj`.
+pub fn rouge_l(reference: &str, output: &str) -> f64 {
+    let (r, o) = (lj(reference), lj(output));
+    if r.is_empty() || o.is_empty() {
+        return 0.0;
+    }
+    rouge::rouge_l(&ngrams::Vocab::new(text::py_split(&r)), &ngrams::Vocab::new(text::py_split(&o)))
+}
+
+/// chrF / 100 over `lj` (lowercased, whitespace included, eps smoothing).
+pub fn chrf(reference: &str, output: &str) -> f64 {
+    let (r, o) = (lj(reference), lj(output));
+    if r.is_empty() || o.is_empty() {
+        return 0.0;
+    }
+    chrf::chrf(&chrf::ChrfSide::new(&r), &chrf::ChrfSide::new(&o))
+}
+
+/// 1 − d / (2·max(n1, n2)) of the YAML trees of `clean(x)`, d the Zhang–Shasha distance.
+pub fn tree_edit(reference: &str, output: &str) -> f64 {
+    let ctx = CrystalContext::default();
+    score_prepared(&Prepared::new(reference, &ctx), &Prepared::new(output, &ctx)).tree_edit
+}
+
+/// 1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.
+pub fn levenshtein(reference: &str, output: &str) -> f64 {
+    let (r, o): (Vec<char>, Vec<char>) = (canon(reference).chars().collect(), canon(output).chars().collect());
+    levenshtein::similarity(&o, &r)
+}
+
+/// Cosine similarity of two embeddings, accumulated in f64; 0 when either vector is zero.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
+/// 1 / (1 + L2 distance) of two embeddings.
+pub fn euclidean(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
+    let ss: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+    1.0 / (1.0 + ss.sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_quoting_order_and_comments_do_not_break_exact() {
+        let a = "# CI\non: [push]\njobs:\n  t:\n    runs-on: ubuntu-latest  # runner\n";
+        let b = "jobs:\n  t: {runs-on: 'ubuntu-latest'}\non:\n  - push\n";
+        let s = score_pair(a, b, &CrystalContext::default());
+        assert_eq!(s.exact, 1.0);
+        assert_eq!(s.levenshtein, 1.0);
+        assert_eq!(s.kv_exact, 1.0);
+        assert!(s.tree_edit < 1.0, "children order is part of the tree");
+    }
+
+    #[test]
+    fn unparseable_text_is_a_bare_root_and_canon_falls_back_to_lines() {
+        let p = Prepared::new("jobs:\n  a: [1,\n  # c\n   b: }", &CrystalContext::default());
+        assert_eq!(p.tree_nodes(), 1);
+        assert_eq!(p.canon(), "jobs:\na: [1,\nb: }");
+    }
+
+    #[test]
+    fn tree_labels_numbers_as_written() {
+        let p = Prepared::new("v: 0x1F\nf: True\nn: ~\nl: [1.10]\n", &CrystalContext::default());
+        let labels: Vec<&str> = p.tree.labels().collect();
+        assert_eq!(labels, ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]);
+    }
+
+    #[test]
+    fn prepared_texts_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Prepared>();
+        send_sync::<CrystalContext>();
+    }
+
+    #[test]
+    fn single_metric_functions_agree_with_the_batch() {
+        let ctx = CrystalContext::from_lj_texts(["on: push jobs:"], 2);
+        let (r, o) = ("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n", "on: [push]\njobs:\n  b:\n    runs-on: ubuntu-22.04\n");
+        let s = score_pair(r, o, &ctx);
+        assert_eq!(s.bleu, bleu(r, o));
+        assert_eq!(s.crystal_bleu, crystal_bleu(r, o, &ctx));
+        assert_eq!(s.rouge_l, rouge_l(r, o));
+        assert_eq!(s.chrf, chrf(r, o));
+        assert_eq!(s.tree_edit, tree_edit(r, o));
+        assert_eq!(s.levenshtein, levenshtein(r, o));
+        assert!(s.bleu > 0.0 && s.bleu < 1.0);
+    }
+
+    #[test]
+    fn embeddings() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-12);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+        assert!((euclidean(&[0.0, 0.0], &[3.0, 4.0]) - 1.0 / 6.0).abs() < 1e-12);
+    }
+}

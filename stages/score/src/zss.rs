@@ -75,29 +75,27 @@ impl Tree {
         self.labels.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-    }
-
     pub fn labels(&self) -> impl Iterator<Item = &str> {
         self.labels.iter().map(|l| &**l)
     }
+}
+
+fn intern<'t>(labels: &'t [Box<str>], ids: &mut FxHashMap<&'t str, u32>) -> Vec<u32> {
+    labels
+        .iter()
+        .map(|l| {
+            let next = ids.len() as u32;
+            *ids.entry(&**l).or_insert(next)
+        })
+        .collect()
 }
 
 /// Tree edit distance between `a` and `b`.
 pub fn distance(a: &Tree, b: &Tree) -> u32 {
     // Labels become small integers shared by both trees so the inner loop compares integers.
     let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut intern = |l: &[Box<str>]| -> Vec<u32> {
-        l.iter()
-            .map(|l| {
-                let next = ids.len() as u32;
-                *ids.entry(&**l).or_insert(next)
-            })
-            .collect()
-    };
-    let la = intern(&a.labels);
-    let lb = intern(&b.labels);
+    let la = intern(&a.labels, &mut ids);
+    let lb = intern(&b.labels, &mut ids);
     let empty = ids.get("").copied();
     let cost_a: Vec<u32> = la.iter().map(|&l| (Some(l) != empty) as u32).collect();
     let cost_b: Vec<u32> = lb.iter().map(|&l| (Some(l) != empty) as u32).collect();

@@ -86,9 +86,17 @@ pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Va
         root: None,
         documents: 0,
     };
+    // saphyr adds a line break to a block scalar whose last line ends the input without one;
+    // ruamel (like libyaml and the spec's `b-chomped-last`) does not.
+    let unterminated_end = (!text.ends_with(['\n', '\r'])).then(|| text.chars().count());
     let mut parser = Parser::new_from_str(text);
     while let Some(next) = parser.next_event() {
-        let (event, span) = next.map_err(|e| err(ErrorKind::Syntax, *e.marker(), e.info()))?;
+        let (event, span) = next.map_err(|e| {
+            // The scanner reads ahead through flow collections before the parser emits their
+            // events, so its own nesting limit can trip before `max_depth` does.
+            let kind = if e.info().contains("recursion limit") { ErrorKind::TooDeep } else { ErrorKind::Syntax };
+            err(kind, *e.marker(), e.info())
+        })?;
         let at = span.start;
         match event {
             Event::StreamEnd => break,
@@ -103,7 +111,15 @@ pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Va
                     ));
                 }
             }
-            Event::Scalar(value, style, anchor, tag) => b.scalar(&value, style, anchor, tag.as_deref(), at)?,
+            Event::Scalar(mut value, style, anchor, tag) => {
+                if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
+                    && unterminated_end == Some(span.end.index())
+                    && value.ends_with('\n')
+                {
+                    value.to_mut().pop();
+                }
+                b.scalar(&value, style, anchor, tag.as_deref(), at)?
+            }
             Event::Alias(id) => b.alias(id, at)?,
             Event::SequenceStart(anchor, tag) => b.open(true, anchor, tag.as_deref(), at)?,
             Event::MappingStart(anchor, tag) => b.open(false, anchor, tag.as_deref(), at)?,

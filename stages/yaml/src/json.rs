@@ -62,10 +62,12 @@ fn write_canon(v: &Value, out: &mut String) -> Option<()> {
                         _ => unreachable!("all keys are strings"),
                     });
                 } else if keys.iter().all(|(k, _)| matches!(k, K::Num(_))) {
-                    let num = |k: K| match k {
-                        K::Num(n) => n,
-                        _ => unreachable!("all keys are numbers"),
-                    };
+                    fn num<'a>(k: K<'a>) -> JsonKeyNum<'a> {
+                        match k {
+                            K::Num(n) => n,
+                            _ => unreachable!("all keys are numbers"),
+                        }
+                    }
                     let total = !keys.iter().any(|(k, _)| matches!(num(*k), JsonKeyNum::Float(f) if f.is_nan()));
                     python_sort(&mut keys, |a, b| num_lt(num(a.0), num(b.0)), total)?;
                 } else {

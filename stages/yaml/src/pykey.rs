@@ -83,8 +83,8 @@ pub(crate) fn num_lt(a: JsonKeyNum, b: JsonKeyNum) -> bool {
 }
 
 fn num_cmp(a: JsonKeyNum, b: JsonKeyNum) -> Option<Ordering> {
-    use JsonKeyNum::*;
-    let bool_int = |b: bool| Int::from_i64(i64::from(b));
+    use JsonKeyNum::{Bool, Float, Int};
+    let bool_int = |b: bool| crate::num::Int::from_i64(i64::from(b));
     match (a, b) {
         (Float(x), Float(y)) => x.partial_cmp(&y),
         (Int(i), Float(f)) => i.cmp_f64(f),

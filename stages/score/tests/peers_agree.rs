@@ -1,0 +1,223 @@
+//! Differential test of every lexical and structural metric against its Python peer, on real rows of
+//! the llm4ci data (606 sampled pairs plus non-ASCII and longest outputs) and edge cases
+//! (`tests/peers/cases.py` defines both).
+//!
+//! Live peers, run here through `python3 tests/peers/metrics_peer.py`: sacrebleu (bleu, chrf),
+//! crystalbleu (crystal_bleu), zss (tree_edit), rapidfuzz (levenshtein), ruamel.yaml (clean/lj/canon
+//! and the trees), deepdiff with CloudEval-YAML's code (kv_exact, kv_wildcard). Install them with
+//! `pip install sacrebleu crystalbleu nltk zss rapidfuzz ruamel.yaml deepdiff`.
+//!
+//! Committed peer: pytorch-ignite (rouge_l) needs torch, so its values are in
+//! `tests/data/rouge_l_ignite.json`, written by `tests/peers/rouge_ignite_peer.py`; each row carries a
+//! fingerprint of the two `lj` texts, so a change of the cases or of `lj` fails here until the file is
+//! regenerated.
+//!
+//! Data: `$DOC2CI_LLM4CI_DATA`, else `../shared/data/llm4ci` beside the workspace. `DOC2CI_PEER_ALL=1`
+//! scores all 7,908 real outputs instead of the sample (minutes; rouge_l then only where committed);
+//! `DOC2CI_PEER_JSON=file` reuses a saved `metrics_peer.py` output instead of running it.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use doc2ci_score::{score_prepared, CrystalContext, LexicalScores, Prepared};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const TOLERANCE: f64 = 1e-9;
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("DOC2CI_LLM4CI_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("../../../shared/data/llm4ci"))
+}
+
+/// The Docs file's references in ID order, read independently of the peer.
+fn docs_references(dir: &Path) -> Vec<String> {
+    let path = dir.join("GitHubActions_Docs.csv.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .read_to_string(&mut text)
+        .expect("Docs file is gzip'd UTF-8");
+    let mut rdr = csv::Reader::from_reader(text.as_bytes());
+    let headers = rdr.headers().expect("header row").clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} column"));
+    let (id, code) = (col("ID"), col("Code"));
+    let mut rows: Vec<(u64, String)> = rdr
+        .records()
+        .map(|r| {
+            let r = r.expect("valid CSV record");
+            (r[id].parse().expect("numeric ID"), r[code].to_string())
+        })
+        .collect();
+    rows.sort_by_key(|(i, _)| *i);
+    rows.into_iter().map(|(_, c)| c).collect()
+}
+
+fn run_peer(dir: &Path) -> Value {
+    if let Some(saved) = std::env::var_os("DOC2CI_PEER_JSON") {
+        let text = std::fs::read_to_string(&saved).expect("saved peer output");
+        return serde_json::from_str(&text).expect("saved peer output is JSON");
+    }
+    let mut cmd = Command::new("python3");
+    cmd.current_dir(manifest_dir().join("tests/peers")).arg("metrics_peer.py").arg("--data").arg(dir);
+    if std::env::var_os("DOC2CI_PEER_ALL").is_some() {
+        cmd.arg("--all");
+    }
+    let out = cmd.output().expect("python3 runs (the peers need python3 with sacrebleu, crystalbleu, zss, ...)");
+    assert!(
+        out.status.success(),
+        "metrics_peer.py failed (are the peers installed?):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("peer prints JSON")
+}
+
+fn committed_rouge() -> HashMap<String, (String, f64)> {
+    let path = manifest_dir().join("tests/data/rouge_l_ignite.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("committed ROUGE-L values")).unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                (r["lj"].as_str().unwrap().to_string(), r["rouge_l"].as_f64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+fn fingerprint(lj_ref: &str, lj_out: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(lj_ref.as_bytes());
+    h.update([0u8]);
+    h.update(lj_out.as_bytes());
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Default)]
+struct Agreement {
+    rows: usize,
+    max_diff: f64,
+    failures: Vec<String>,
+}
+
+impl Agreement {
+    fn check(&mut self, key: &str, ours: f64, peer: f64) {
+        self.rows += 1;
+        let diff = (ours - peer).abs();
+        if diff > self.max_diff || diff.is_nan() {
+            self.max_diff = diff;
+        }
+        if !(diff <= TOLERANCE) {
+            self.failures.push(format!("{key}: ours {ours:?} peer {peer:?}"));
+        }
+    }
+}
+
+#[test]
+fn every_metric_agrees_with_its_peer_on_real_data() {
+    let dir = data_dir();
+    let refs = docs_references(&dir);
+    assert_eq!(refs.len(), 1318, "the Docs file has 1,318 references");
+    let ctx = CrystalContext::from_references(&refs);
+    let peer = run_peer(&dir);
+
+    // The ignored n-grams: same n-grams, same counts, same order.
+    let ours: Vec<(Vec<String>, u64)> = ctx.ignored().to_vec();
+    let theirs: Vec<(Vec<String>, u64)> = peer["ignored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let g = e[0].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+            (g, e[1].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(ours.len(), 500);
+    assert_eq!(ours, theirs, "CrystalBLEU's ignored n-grams differ");
+
+    let rouge = committed_rouge();
+    let metrics = [
+        "bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein", "exact", "kv_exact", "kv_wildcard",
+    ];
+    let mut agree: HashMap<&str, Agreement> = metrics.iter().map(|m| (*m, Agreement::default())).collect();
+    let mut text_failures = Vec::new();
+    let mut real = 0;
+    let rows = peer["rows"].as_array().unwrap();
+    for row in rows {
+        let key = row["key"].as_str().unwrap();
+        if !key.starts_with("edge:") {
+            real += 1;
+        }
+        let (r, o) = (row["reference"].as_str().unwrap(), row["output"].as_str().unwrap());
+        let (pr, po) = (Prepared::new(r, &ctx), Prepared::new(o, &ctx));
+        for (what, ours, theirs) in [
+            ("clean_ref", pr.clean(), &row["clean_ref"]),
+            ("clean_out", po.clean(), &row["clean_out"]),
+            ("lj_ref", pr.lj(), &row["lj_ref"]),
+            ("lj_out", po.lj(), &row["lj_out"]),
+            ("canon_ref", pr.canon(), &row["canon_ref"]),
+            ("canon_out", po.canon(), &row["canon_out"]),
+        ] {
+            if ours != theirs.as_str().unwrap() {
+                text_failures.push(format!("{key} {what}:\n  ours {ours:?}\n  peer {:?}", theirs.as_str().unwrap()));
+            }
+        }
+        let nodes = [pr.tree_nodes() as u64, po.tree_nodes() as u64];
+        let peer_nodes: Vec<u64> = row["tree_nodes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+        if nodes[..] != peer_nodes[..] {
+            text_failures.push(format!("{key} tree nodes: ours {nodes:?} peer {peer_nodes:?}"));
+        }
+        let s: LexicalScores = score_prepared(&pr, &po);
+        let ours = [
+            s.bleu, s.crystal_bleu, s.rouge_l, s.chrf, s.tree_edit, s.levenshtein, s.exact, s.kv_exact, s.kv_wildcard,
+        ];
+        for (m, v) in metrics.iter().zip(ours) {
+            if *m == "rouge_l" {
+                match rouge.get(key) {
+                    Some((fp, value)) => {
+                        assert_eq!(
+                            fp,
+                            &fingerprint(pr.lj(), po.lj()),
+                            "{key}: committed ROUGE-L was computed on other texts; rerun tests/peers/rouge_ignite_peer.py"
+                        );
+                        agree.get_mut(m).unwrap().check(key, v, *value);
+                    }
+                    None => assert!(
+                        std::env::var_os("DOC2CI_PEER_ALL").is_some(),
+                        "{key}: no committed ROUGE-L value; rerun tests/peers/rouge_ignite_peer.py"
+                    ),
+                }
+            } else {
+                agree.get_mut(m).unwrap().check(key, v, row[*m].as_f64().unwrap());
+            }
+        }
+    }
+
+    println!("{} pairs ({} real, {} edge cases); tolerance {TOLERANCE:e}", rows.len(), real, rows.len() - real);
+    println!("{:<14} {:>6} {:>12} {:>9}", "metric", "rows", "max |diff|", "failures");
+    for m in metrics {
+        let a = &agree[m];
+        println!("{:<14} {:>6} {:>12.3e} {:>9}", m, a.rows, a.max_diff, a.failures.len());
+    }
+    let mut report = String::new();
+    for f in &text_failures {
+        report += &format!("{f}\n");
+    }
+    for m in metrics {
+        for f in agree[m].failures.iter().take(20) {
+            report += &format!("{m} {f}\n");
+        }
+    }
+    assert!(real >= 500, "at least 500 real pairs, got {real}");
+    assert!(agree["rouge_l"].rows >= 500, "ROUGE-L compared on at least 500 pairs");
+    assert!(report.is_empty(), "disagreements with the peers:\n{report}");
+}
