@@ -218,6 +218,7 @@ impl Pipeline {
 
         let mut pending: Vec<usize> = self.order.clone();
         let mut running = tokio::task::JoinSet::new();
+        let mut queue = std::collections::VecDeque::new();
         let mut in_flight = 0usize;
         loop {
             // Start every node whose inputs are settled, cheapest decision (reuse) first.
@@ -266,25 +267,31 @@ impl Pipeline {
                         }
                         (why, _) => {
                             let reason = why.unwrap_or_default();
-                            ui.info(&format!("run {} ({reason})", n.label()));
-                            let key = Self::key(n, &inputs);
-                            let node = n.clone();
-                            let cfg = self.cfg.clone();
-                            let root = wh.root.clone();
-                            let child = ui.child();
-                            in_flight += 1;
-                            running.spawn_blocking_on(
-                                move || {
-                                    let t0 = Instant::now();
-                                    let wh = Warehouse::new(&root);
-                                    let r = tasks::execute(&node, &cfg, &wh, &key, &child);
-                                    (id, key, inputs, r, t0.elapsed().as_secs_f64())
-                                },
-                                rt.handle(),
-                            );
+                            queue.push_back((id, reason, inputs));
                         }
                     }
                 }
+            }
+            // At most `threads` partitions at once; each may use rayon inside.
+            while in_flight < self.cfg.threads {
+                let Some((id, reason, inputs)) = queue.pop_front() else { break };
+                let n = &self.nodes[id];
+                ui.info(&format!("run {} ({reason})", n.label()));
+                let key = Self::key(n, &inputs);
+                let node = n.clone();
+                let cfg = self.cfg.clone();
+                let root = wh.root.clone();
+                let child = ui.child();
+                in_flight += 1;
+                running.spawn_blocking_on(
+                    move || {
+                        let t0 = Instant::now();
+                        let wh = Warehouse::new(&root);
+                        let r = tasks::execute(&node, &cfg, &wh, &key, &child);
+                        (id, key, inputs, r, t0.elapsed().as_secs_f64())
+                    },
+                    rt.handle(),
+                );
             }
             if in_flight == 0 {
                 break;

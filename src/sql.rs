@@ -19,7 +19,7 @@ use crate::warehouse::{self, Warehouse, TABLES};
 /// Views every study wants; defined in SQL so users can read and copy them.
 pub const VIEWS: &[(&str, &str)] = &[(
     "pair_counts",
-    "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT description) AS distinct_descriptions FROM pairs GROUP BY service",
+    "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT regexp_replace(trim(title), '\\s+', ' ', 'g') || ': ' || regexp_replace(trim(description), '\\s+', ' ', 'g')) AS distinct_descriptions FROM pairs GROUP BY service",
 )];
 
 pub fn query(wh: &Warehouse, sql: &str) -> Result<Vec<RecordBatch>> {

@@ -143,7 +143,8 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
                 }
                 Ok(g)
             })?;
-            let note = format!("{}{}outputs of dropped duplicate pairs not kept: {dropped}", note.unwrap_or_default(), if dropped > 0 { "; " } else { "" });
+            let mut note = note.map_or(String::new(), |n| format!("{n}; "));
+            note.push_str(&format!("{} attached, {dropped} outputs of dropped duplicate pairs not kept", rows.len()));
             finish(wh, node, key, &rows, Some(note))
         }
     }

@@ -19,6 +19,12 @@ load raises, `!` when the dump raises.
 
 Usage: validity_peer.py OUT.tsv [DATA_DIR]   (DATA_DIR defaults to ../shared/data/llm4ci
 beside the repository).
+
+       validity_peer.py --cases IN.jsonl OUT.tsv
+           judges crafted cases, one JSON object per line {"service": ..., "text": ...} with
+           doc2ci's service names (github-actions, circleci, gitlab-ci, travis-ci); writes
+           `index  parse_ok  schema_ok  n_errors  detail` per case. GitLab texts get
+           check-jsonschema's gitlab-ci transform (the `!reference` tag).
 """
 
 import csv
@@ -32,27 +38,41 @@ import sys
 
 MODELS = ["codegemma-7b", "codellama-7b", "gemma3-12b", "gpt-4.1", "gpt-4o", "llama3.1-8b"]
 
+BUILTIN = {
+    "github-actions": "vendor.github-workflows",
+    "circleci": "vendor.circle-ci",
+    "gitlab-ci": "vendor.gitlab-ci",
+    "travis-ci": "vendor.travis",
+}
+
 _state = {}
 
 
-def _init():
+def make_checker(service):
+    """check-jsonschema's loader and validator for `--builtin-schema vendor.<name>`."""
     from check_jsonschema.formats import FormatOptions
     from check_jsonschema.parsers import yaml as cj_yaml
     from check_jsonschema.regex_variants import RegexImplementation, RegexVariantName
     from check_jsonschema.schema_loader import BuiltinSchemaLoader
+    from check_jsonschema.transforms import TRANSFORM_LIBRARY
 
-    load = cj_yaml.impl2loader(
-        cj_yaml.construct_yaml_implementation(),
-        cj_yaml.construct_yaml_implementation(pure=True),
-    )
+    impls = [cj_yaml.construct_yaml_implementation(), cj_yaml.construct_yaml_implementation(pure=True)]
+    transform = TRANSFORM_LIBRARY.get("gitlab-ci") if service == "gitlab-ci" else None
+    if transform is not None:
+        for impl in impls:
+            transform.modify_yaml_implementation(impl)
+    load = cj_yaml.impl2loader(*impls)
     regex = RegexImplementation(RegexVariantName.default)
-    validator = BuiltinSchemaLoader("vendor.github-workflows").get_validator(
+    validator = BuiltinSchemaLoader(BUILTIN[service]).get_validator(
         "<peer>", {}, FormatOptions(regex_impl=regex), regex, False
     )
+    return load, validator
+
+
+def _init():
     import ruamel.yaml
 
-    _state["load"] = load
-    _state["validator"] = validator
+    _state["load"], _state["validator"] = make_checker("github-actions")
     _state["safe"] = ruamel.yaml.YAML(typ="safe", pure=True)
 
 
@@ -73,10 +93,12 @@ def check(item):
     return f"{line}\t{canon(item[2])}"
 
 
-def judge(item):
+def judge(item, load=None, validator=None):
     source, ident, text = item
+    load = load or _state["load"]
+    validator = validator or _state["validator"]
     try:
-        data = _state["load"](io.BytesIO(text.encode("utf-8")))
+        data = load(io.BytesIO(text.encode("utf-8")))
     except BaseException as e:  # noqa: BLE001 - every failure is a parse failure here
         if isinstance(e, KeyboardInterrupt):
             raise
@@ -85,7 +107,7 @@ def judge(item):
         return f"{source}\t{ident}\t0\t0\t0\tnot-a-mapping:{type(data).__name__}"
     paths = set()
     n = 0
-    for err in _state["validator"].iter_errors(data):
+    for err in validator.iter_errors(data):
         n += 1
         paths.add("/".join(str(p) for p in err.absolute_path) or "$")
     return f"{source}\t{ident}\t1\t{int(n == 0)}\t{n}\t{' '.join(sorted(paths))}"
@@ -103,7 +125,26 @@ def rows(data_dir):
             yield ("reference", row["ID"], row["Code"])
 
 
+def cases(inp, out):
+    checkers = {}
+    lines = []
+    with open(inp, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            case = json.loads(line)
+            service = case["service"]
+            if service not in checkers:
+                checkers[service] = make_checker(service)
+            load, validator = checkers[service]
+            lines.append(judge(("case", str(i), case["text"]), load, validator).split("\t", 1)[1])
+    with open(out, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line.replace("\n", " ") + "\n")
+
+
 def main():
+    if sys.argv[1] == "--cases":
+        cases(sys.argv[2], sys.argv[3])
+        return
     out = sys.argv[1]
     here = os.path.dirname(os.path.abspath(__file__))
     data_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "..", "..", "..", "shared", "data", "llm4ci")

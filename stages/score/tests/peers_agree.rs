@@ -27,6 +27,14 @@ use sha2::{Digest, Sha256};
 
 const TOLERANCE: f64 = 1e-9;
 
+/// (row, metric, why): disagreements with a known cause outside this crate. Each must still
+/// disagree, so the entry has to go once the cause is fixed.
+const KNOWN: &[(&str, &str, &str)] = &[(
+    "edge:multi_document",
+    "kv_wildcard",
+    "doc2ci-yaml has no load_all yet: a multi-document text does not load, so CloudEval's per-document scores are 0",
+)];
+
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -110,9 +118,15 @@ struct Agreement {
 }
 
 impl Agreement {
-    fn check(&mut self, key: &str, ours: f64, peer: f64) {
-        self.rows += 1;
+    fn check(&mut self, metric: &str, key: &str, ours: f64, peer: f64) {
         let diff = (ours - peer).abs();
+        if let Some((_, _, why)) = KNOWN.iter().find(|(k, m, _)| *k == key && *m == metric) {
+            if diff <= TOLERANCE {
+                self.failures.push(format!("{key}: agrees now, drop it from KNOWN ({why})"));
+            }
+            return;
+        }
+        self.rows += 1;
         if diff > self.max_diff || diff.is_nan() {
             self.max_diff = diff;
         }
@@ -189,7 +203,7 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
                             &fingerprint(pr.lj(), po.lj()),
                             "{key}: committed ROUGE-L was computed on other texts; rerun tests/peers/rouge_ignite_peer.py"
                         );
-                        agree.get_mut(m).unwrap().check(key, v, *value);
+                        agree.get_mut(m).unwrap().check(m, key, v, *value);
                     }
                     None => assert!(
                         std::env::var_os("DOC2CI_PEER_ALL").is_some(),
@@ -197,12 +211,15 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
                     ),
                 }
             } else {
-                agree.get_mut(m).unwrap().check(key, v, row[*m].as_f64().unwrap());
+                agree.get_mut(m).unwrap().check(m, key, v, row[*m].as_f64().unwrap());
             }
         }
     }
 
     println!("{} pairs ({} real, {} edge cases); tolerance {TOLERANCE:e}", rows.len(), real, rows.len() - real);
+    for (key, metric, why) in KNOWN {
+        println!("known difference, not counted: {key} {metric}: {why}");
+    }
     println!("{:<14} {:>6} {:>12} {:>9}", "metric", "rows", "max |diff|", "failures");
     for m in metrics {
         let a = &agree[m];

@@ -86,7 +86,8 @@ pub struct Validity {
     /// `parse_ok` and the mapping conforms to the service's schema.
     pub schema_ok: bool,
     /// For parse failures the load error with its line and column; otherwise every schema
-    /// error as `<instance path>: <message>` (`/` is the root), for the repair prompt.
+    /// error as `<instance path>: <message>` (`/` is the root), for the repair prompt (see
+    /// `collect_errors` for how `oneOf`/`anyOf` failures are spelled out).
     pub errors: Vec<String>,
     /// See [`is_fragment`].
     pub fragment: bool,
@@ -176,15 +177,45 @@ impl Validator {
             });
         }
         let instance = doc2ci_yaml::to_json(&value);
-        let errors: Vec<String> = schema.iter_errors(&instance).map(|e| format_error(&e)).collect();
+        let mut errors = Vec::new();
+        for e in schema.iter_errors(&instance) {
+            collect_errors(&e, 0, &mut errors);
+        }
         Ok(Validity { parse_ok: true, schema_ok: errors.is_empty(), errors, fragment })
     }
 }
 
-fn format_error(e: &jsonschema::ValidationError<'_>) -> String {
+/// Schema errors as the repair prompt should read them. A failed `oneOf`/`anyOf` is reported
+/// through its closest alternative (the one branch with the fewest errors), recursively, since
+/// "not valid under any of the given schemas" does not say what to fix; when several branches
+/// are equally close, the failure is kept and their errors are listed after it.
+fn collect_errors(e: &jsonschema::ValidationError<'_>, depth: usize, out: &mut Vec<String>) {
+    use jsonschema::error::ValidationErrorKind as K;
+    if let K::AnyOf { context } | K::OneOfNotValid { context } = e.kind() {
+        let nonempty: Vec<&Vec<jsonschema::ValidationError<'static>>> = context.iter().filter(|b| !b.is_empty()).collect();
+        if let Some(fewest) = nonempty.iter().map(|b| b.len()).min() {
+            let closest: Vec<_> = nonempty.iter().filter(|b| b.len() == fewest).collect();
+            if closest.len() == 1 && depth < 4 {
+                for sub in closest[0].iter() {
+                    collect_errors(sub, depth + 1, out);
+                }
+                return;
+            }
+            let alternatives: Vec<String> = nonempty
+                .iter()
+                .map(|b| b.iter().map(|sub| sub.to_string()).collect::<Vec<_>>().join(", "))
+                .collect();
+            let message = format!("{} (alternatives: {})", e.masked(), alternatives.join(" | "));
+            out.push(located(e, message));
+            return;
+        }
+    }
+    out.push(located(e, e.to_string()));
+}
+
+fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
     let path = e.instance_path().to_string();
     let path = if path.is_empty() { "/".to_string() } else { path };
-    let mut message = e.to_string();
     if message.chars().count() > MAX_MESSAGE_CHARS {
         message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "…";
     }
