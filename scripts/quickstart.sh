@@ -6,7 +6,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/deps.sh
 cargo build --quiet --bin doc2ci
 bin="$CARGO_TARGET_DIR/debug/doc2ci"
+"$bin" setup
 "$bin" plan
 "$bin" run
 "$bin" status
 "$bin" sql "SELECT * FROM pair_counts"
+"$bin" sql "SELECT * FROM model_summary"

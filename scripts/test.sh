@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/deps.sh
 cargo build --quiet --bin doc2ci
+"$CARGO_TARGET_DIR/debug/doc2ci" setup --quiet
 cargo test --workspace --no-fail-fast 2>&1

@@ -68,6 +68,11 @@ pub fn require(rel: &str) -> Result<PathBuf> {
     require_in(&manifests, &assets_dir(), rel)
 }
 
+/// The pinned sha256 of asset `rel`: stands for its content in cache keys without reading it.
+pub fn pinned_sha256(rel: &str) -> Option<String> {
+    builtin_manifests().ok()?.iter().flat_map(|m| &m.wheel).flat_map(|w| &w.asset).find(|a| a.to == rel).map(|a| a.sha256.clone())
+}
+
 fn builtin_manifests() -> Result<Vec<Manifest>> {
     MANIFESTS.iter().map(|(name, text)| parse_manifest(name, text)).collect()
 }

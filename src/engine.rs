@@ -25,6 +25,8 @@ pub struct Node {
     pub deps: Vec<usize>,
     /// Input files hashed by content (moving a file does not invalidate its results).
     pub files: Vec<PathBuf>,
+    /// Inputs known by a pinned hash rather than read (assets checked by `doc2ci setup`).
+    pub pinned: Vec<(String, String)>,
     pub params: Value,
     pub version: u32,
     pub task: Task,
@@ -97,6 +99,9 @@ impl Pipeline {
         let mut m = BTreeMap::new();
         for f in &n.files {
             m.insert(f.display().to_string(), files.get(f)?);
+        }
+        for (name, h) in &n.pinned {
+            m.insert(name.clone(), h.clone());
         }
         for &d in &n.deps {
             let id = self.nodes[d].part.id();

@@ -1,9 +1,11 @@
 //! doc2ci's engine: configuration, the partition DAG and its cache, the Parquet warehouse,
 //! and SQL over it. Stage logic lives in the `stages/` crates.
 
+pub mod assets;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod resources;
 pub mod sql;
 pub mod tasks;
 pub mod ui;

@@ -17,10 +17,31 @@ use serde_json::Value;
 use crate::warehouse::{self, Warehouse, TABLES};
 
 /// Views every study wants; defined in SQL so users can read and copy them.
-pub const VIEWS: &[(&str, &str)] = &[(
-    "pair_counts",
-    "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT regexp_replace(trim(title), '\\s+', ' ', 'g') || ': ' || regexp_replace(trim(description), '\\s+', ' ', 'g')) AS distinct_descriptions FROM pairs GROUP BY service",
-)];
+pub const VIEWS: &[(&str, &str)] = &[
+    (
+        "pair_counts",
+        "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT regexp_replace(trim(title), '\\s+', ' ', 'g') || ': ' || regexp_replace(trim(description), '\\s+', ' ', 'g')) AS distinct_descriptions FROM pairs GROUP BY service",
+    ),
+    // The study's Table I: zero-shot quality and validity per model.
+    (
+        "model_summary",
+        "SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
+         100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
+         100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
+         AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
+         AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
+         FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
+         AND s.sample = v.sample AND s.round = v.round WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+    ),
+    // How many references are fragments or not even YAML mappings (the study's caveat on references).
+    (
+        "reference_summary",
+        "SELECT service, COUNT(*) AS pairs, SUM(CASE WHEN parse_ok THEN 1 ELSE 0 END) AS parse_ok, \
+         SUM(CASE WHEN schema_ok THEN 1 ELSE 0 END) AS schema_ok, SUM(CASE WHEN fragment THEN 1 ELSE 0 END) AS fragments \
+         FROM pair_validations GROUP BY service",
+    ),
+];
 
 pub fn query(wh: &Warehouse, sql: &str) -> Result<Vec<RecordBatch>> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

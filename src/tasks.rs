@@ -15,10 +15,16 @@ use serde_json::json;
 use doc2ci_import::{ColumnMap, ImportError, Record};
 use doc2ci_rows::{ModelRow, Pair, RawPair};
 
+use doc2ci_rows::{Generation, Score, Validation};
+use doc2ci_validate::Service;
+use rayon::prelude::*;
+
+use crate::assets;
 use crate::config::Config;
+use crate::resources;
 use crate::engine::Node;
 use crate::ui::Ui;
-use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAIRS, PAIRS_RAW};
+use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, SCORES, VALIDATIONS};
 
 #[derive(Debug, Clone)]
 pub enum Task {
@@ -26,6 +32,9 @@ pub enum Task {
     Dedupe { service: String, inputs: Vec<Partition> },
     Models,
     ImportOutputs { model: usize },
+    ValidateRefs { service: Service, pairs: Partition },
+    Validate { service: Service, generations: Partition },
+    Score { service: Service, pairs: Partition, generations: Partition },
 }
 
 pub struct TaskOutput {
@@ -42,6 +51,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             part: Partition::new(PAIRS_RAW, &[&s.service, &s.name]),
             deps: vec![],
             files: vec![s.path.clone()],
+            pinned: vec![],
             params: json!({"format": s.format, "columns": s.columns, "skip_bad_rows": s.skip_bad_rows}),
             version: 1,
             task: Task::ImportPairs { source: i },
@@ -59,6 +69,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             part: Partition::new(PAIRS, &[&svc.name]),
             deps,
             files: vec![],
+            pinned: vec![],
             params: serde_json::to_value(&cfg.stages.dedupe)?,
             version: 1,
             task: Task::Dedupe { service: svc.name.clone(), inputs },
@@ -88,13 +99,80 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             part: Partition::new(GENERATIONS, &[&service, &m.name]),
             deps: vec![dedupe],
             files: vec![m.path.clone().expect("config checked: import models have a path")],
+            pinned: vec![],
             params: json!({"format": m.format, "columns": m.columns, "skip_bad_rows": m.skip_bad_rows, "source": m.source}),
             version: 1,
             task: Task::ImportOutputs { model: i },
             model: Some(m.name.clone()),
         });
     }
+    add_quality_nodes(cfg, &mut nodes)?;
     Ok(nodes)
+}
+
+/// validate and score: one partition per (service, model), plus each service's references.
+fn add_quality_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
+    if !cfg.stages.validate.enabled && !cfg.stages.score.enabled {
+        return Ok(());
+    }
+    let pin = |rel: &str| -> Result<(String, String)> {
+        let h = assets::pinned_sha256(rel).ok_or_else(|| anyhow!("internal: {rel} is not in the asset manifests"))?;
+        Ok((rel.to_string(), h))
+    };
+    let dedupes: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.stage == "dedupe").map(|(i, _)| i).collect();
+    for d in dedupes {
+        let name = nodes[d].part.get("service").unwrap_or_default().to_string();
+        let Ok(service) = name.parse::<Service>() else {
+            // A service outside the four has no schema and no metrics context: nothing to check.
+            continue;
+        };
+        let pairs = nodes[d].part.clone();
+        let gens: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.get("service") == Some(name.as_str())).map(|(i, _)| i).collect();
+        if cfg.stages.validate.enabled {
+            nodes.push(Node {
+                stage: "validate",
+                part: Partition::new(PAIR_VALIDATIONS, &[&name]),
+                deps: vec![d],
+                files: vec![],
+                pinned: vec![pin(&resources::schema_asset(service))?],
+                params: serde_json::to_value(&cfg.stages.validate)?,
+                version: 1,
+                task: Task::ValidateRefs { service, pairs: pairs.clone() },
+                model: None,
+            });
+        }
+        for g in gens {
+            let gp = nodes[g].part.clone();
+            let model = gp.get("model").unwrap_or_default().to_string();
+            if cfg.stages.validate.enabled {
+                nodes.push(Node {
+                    stage: "validate",
+                    part: Partition::new(VALIDATIONS, &[&name, &model]),
+                    deps: vec![g],
+                    files: vec![],
+                    pinned: vec![pin(&resources::schema_asset(service))?],
+                    params: serde_json::to_value(&cfg.stages.validate)?,
+                    version: 1,
+                    task: Task::Validate { service, generations: gp.clone() },
+                    model: Some(model.clone()),
+                });
+            }
+            if cfg.stages.score.enabled {
+                nodes.push(Node {
+                    stage: "score",
+                    part: Partition::new(SCORES, &[&name, &model]),
+                    deps: vec![d, g],
+                    files: vec![],
+                    pinned: vec![pin(resources::EMBED_MODEL)?, pin(resources::EMBED_TOKENIZER)?],
+                    params: serde_json::to_value(&cfg.stages.score)?,
+                    version: 1,
+                    task: Task::Score { service, pairs: pairs.clone(), generations: gp },
+                    model: Some(model),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn model_rows(cfg: &Config) -> Vec<ModelRow> {
@@ -147,7 +225,96 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             note.push_str(&format!("{} attached, {dropped} outputs of dropped duplicate pairs not kept", rows.len()));
             finish(wh, node, key, &rows, Some(note))
         }
+        Task::ValidateRefs { service, pairs } => {
+            let v = resources::validator()?;
+            let pairs: Vec<Pair> = wh.read(pairs)?;
+            let rows: Vec<Validation> = pairs
+                .par_iter()
+                .map(|p| validation(v, *service, &p.pair_id, "reference", 0, 0, Some(&p.reference), None))
+                .collect::<Result<_>>()?;
+            let frag = rows.iter().filter(|r| r.fragment).count();
+            let parsed = rows.iter().filter(|r| r.parse_ok).count();
+            let note = format!("{} references: {parsed} parse as mappings, {frag} fragments", rows.len());
+            finish(wh, node, key, &rows, Some(note))
+        }
+        Task::Validate { service, generations } => {
+            let v = resources::validator()?;
+            let gens: Vec<Generation> = wh.read(generations)?;
+            let rows: Vec<Validation> = gens
+                .par_iter()
+                .map(|g| validation(v, *service, &g.pair_id, &g.model, g.sample, g.round, g.output.as_deref(), g.error.as_deref()))
+                .collect::<Result<_>>()?;
+            let ok = rows.iter().filter(|r| r.schema_ok).count();
+            finish(wh, node, key, &rows, Some(format!("{ok}/{} schema-valid", rows.len())))
+        }
+        Task::Score { pairs, generations, .. } => {
+            let pairs: Vec<Pair> = wh.read(pairs)?;
+            let gens: Vec<Generation> = wh.read(generations)?;
+            let (rows, embedded) = score(wh, &pairs, &gens)?;
+            finish(wh, node, key, &rows, Some(format!("{embedded} new texts embedded")))
+        }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn validation(v: &doc2ci_validate::Validator, service: Service, pair_id: &str, model: &str, sample: u32, round: u32, text: Option<&str>, error: Option<&str>) -> Result<Validation> {
+    let (parse_ok, schema_ok, errors, fragment) = match text {
+        Some(t) => {
+            let r = v.validate(service, t).map_err(|e| anyhow!("{e}"))?;
+            (r.parse_ok, r.schema_ok, r.errors, r.fragment)
+        }
+        None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),
+    };
+    Ok(Validation { pair_id: pair_id.into(), service: service.name().into(), model: model.into(), sample, round, parse_ok, schema_ok, errors, fragment })
+}
+
+/// Every metric of every generation against its pair's reference. References are prepared
+/// once (many models share them) and each distinct cleaned text is embedded once.
+fn score(wh: &Warehouse, pairs: &[Pair], gens: &[Generation]) -> Result<(Vec<Score>, usize)> {
+    let ctx = doc2ci_score::CrystalContext::from_references(pairs.iter().map(|p| p.reference.as_str()));
+    let index: std::collections::HashMap<&str, usize> = pairs.iter().enumerate().map(|(i, p)| (p.pair_id.as_str(), i)).collect();
+    let used: Vec<usize> = {
+        let mut u: Vec<usize> = gens.iter().filter_map(|g| index.get(g.pair_id.as_str()).copied()).collect();
+        u.sort_unstable();
+        u.dedup();
+        u
+    };
+    let refs: std::collections::HashMap<usize, doc2ci_score::Prepared> = used.par_iter().map(|&i| (i, doc2ci_score::Prepared::new(&pairs[i].reference, &ctx))).collect();
+    let outs: Vec<doc2ci_score::Prepared> = gens.par_iter().map(|g| doc2ci_score::Prepared::new(g.output.as_deref().unwrap_or(""), &ctx)).collect();
+    let mut texts: Vec<&str> = used.iter().map(|i| refs[i].clean()).collect();
+    texts.extend(outs.iter().map(|o| o.clean()));
+    let (vecs, embedded) = resources::embed(wh, &texts)?;
+    let ref_vec: std::collections::HashMap<usize, &Vec<f32>> = used.iter().zip(&vecs).map(|(i, v)| (*i, v.as_ref())).collect();
+    let out_vecs = &vecs[used.len()..];
+    let rows = gens
+        .par_iter()
+        .zip(outs.par_iter())
+        .zip(out_vecs.par_iter())
+        .map(|((g, o), ov)| {
+            let i = *index.get(g.pair_id.as_str()).ok_or_else(|| anyhow!("generation for unknown pair {}", g.pair_id))?;
+            let l = doc2ci_score::score_prepared(&refs[&i], o);
+            let rv = ref_vec[&i];
+            Ok(Score {
+                pair_id: g.pair_id.clone(),
+                service: g.service.clone(),
+                model: g.model.clone(),
+                sample: g.sample,
+                round: g.round,
+                cosine: doc2ci_score::cosine(rv, ov),
+                euclidean: doc2ci_score::euclidean(rv, ov),
+                bleu: l.bleu,
+                crystal_bleu: l.crystal_bleu,
+                rouge_l: l.rouge_l,
+                chrf: l.chrf,
+                tree_edit: l.tree_edit,
+                levenshtein: l.levenshtein,
+                exact: l.exact == 1.0,
+                kv_exact: l.kv_exact,
+                kv_wildcard: l.kv_wildcard,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((rows, embedded))
 }
 
 fn finish<T: Serialize + DeserializeOwned>(wh: &Warehouse, node: &Node, key: &str, rows: &[T], note: Option<String>) -> Result<TaskOutput> {

@@ -33,8 +33,12 @@ pub const PAIRS_RAW: TableDef = TableDef { name: "pairs_raw", partition_cols: &[
 pub const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
 pub const GENERATIONS: TableDef = TableDef { name: "generations", partition_cols: &["service", "model"] };
 pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
+/// Validity of each pair's own reference (the study reports how many are fragments).
+pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", partition_cols: &["service"] };
+pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
+pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
 
-pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS];
+pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -281,7 +285,7 @@ pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn unique() -> String {
+pub fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     format!("{}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0), N.fetch_add(1, Ordering::Relaxed))
@@ -346,6 +350,11 @@ fn encode_rows<T: Serialize + DeserializeOwned>(rows: &[T], drop: &[&str]) -> Re
     w.write(&batch)?;
     w.close()?;
     Ok(buf)
+}
+
+/// A standalone Parquet file of rows (caches outside the table folders), written atomically.
+pub fn write_rows_file<T: Serialize + DeserializeOwned>(path: &Path, rows: &[T]) -> Result<()> {
+    atomic_write(path, &encode_rows(rows, &[])?)
 }
 
 pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {

@@ -42,7 +42,7 @@ impl Config {
             max_positions: get("max_position_embeddings")?,
             eps: v.get("layer_norm_eps").and_then(|x| x.as_f64()).unwrap_or(1e-12) as f32,
         };
-        if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 {
+        if cfg.heads == 0 || !cfg.hidden.is_multiple_of(cfg.heads) {
             bail!("hidden_size {} is not a multiple of num_attention_heads {}", cfg.hidden, cfg.heads);
         }
         Ok(cfg)

@@ -132,9 +132,9 @@ fn results_do_not_depend_on_batching_or_order() {
     let one = e.embed(&[all[pick[0]]]).unwrap();
     assert!((1.0 - cosine(&one[0], &whole[pick[0]])).abs() < 1e-6);
     assert!(e.embed(&[]).unwrap().is_empty());
-    // Identical texts give identical vectors wherever they sit.
+    // Identical texts give the same vector wherever they sit in a batch.
     let dup = e.embed(&[all[3], all[10], all[3]]).unwrap();
-    assert_eq!(dup[0], dup[2]);
+    assert!(dup[0].iter().zip(&dup[2]).all(|(a, b)| (a - b).abs() < 1e-6));
 }
 
 #[test]

@@ -73,6 +73,50 @@ pub struct ModelRow {
     pub proprietary: Option<bool>,
 }
 
+/// Validity of one text (an output, or a pair's reference) for its service (SPEC §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    pub pair_id: String,
+    pub service: String,
+    /// `reference` for the validation of a pair's own reference.
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+    pub parse_ok: bool,
+    pub schema_ok: bool,
+    /// Parse error, or every schema error with its instance path: what the repair prompt quotes.
+    pub errors: Vec<String>,
+    pub fragment: bool,
+}
+
+/// Similarity of one output to its pair's reference (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    pub pair_id: String,
+    pub service: String,
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+    pub cosine: f64,
+    pub euclidean: f64,
+    pub bleu: f64,
+    pub crystal_bleu: f64,
+    pub rouge_l: f64,
+    pub chrf: f64,
+    pub tree_edit: f64,
+    pub levenshtein: f64,
+    pub exact: bool,
+    pub kv_exact: f64,
+    pub kv_wildcard: f64,
+}
+
+/// A cached sentence embedding, keyed by the hash of the embedded (cleaned) text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Embedding {
+    pub text_hash: String,
+    pub vector: Vec<f32>,
+}
+
 /// Whitespace runs collapsed to one space, trimmed: how titles and descriptions are compared.
 pub fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

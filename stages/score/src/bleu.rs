@@ -6,7 +6,10 @@ use rustc_hash::FxHashMap;
 
 /// sacrebleu's `Tokenizer13a` after `rstrip`, returning the tokens of its space-joined output.
 pub fn tokenize_13a(line: &str) -> Vec<String> {
-    let mut line = py_rstrip(line).replace("<skipped>", "").replace("-\n", "").replace('\n', " ");
+    let mut line = py_rstrip(line)
+        .replace("<skipped>", "")
+        .replace("-\n", "")
+        .replace('\n', " ");
     if line.contains('&') {
         line = line
             .replace("&quot;", "\"")
@@ -29,11 +32,23 @@ pub fn tokenize_13a(line: &str) -> Vec<String> {
     let is_digit = |c: char| c.is_ascii_digit();
     let is_pc = |c: char| c == '.' || c == ',';
     // ([^0-9])([\.,]) -> '\1 \2 '
-    s = pair_pass(&s, |a, b| !is_digit(a) && is_pc(b), |a, b, o| o.extend([a, ' ', b, ' ']));
+    s = pair_pass(
+        &s,
+        |a, b| !is_digit(a) && is_pc(b),
+        |a, b, o| o.extend([a, ' ', b, ' ']),
+    );
     // ([\.,])([^0-9]) -> ' \1 \2'
-    s = pair_pass(&s, |a, b| is_pc(a) && !is_digit(b), |a, b, o| o.extend([' ', a, ' ', b]));
+    s = pair_pass(
+        &s,
+        |a, b| is_pc(a) && !is_digit(b),
+        |a, b, o| o.extend([' ', a, ' ', b]),
+    );
     // ([0-9])(-) -> '\1 \2 '
-    s = pair_pass(&s, |a, b| is_digit(a) && b == '-', |a, b, o| o.extend([a, ' ', b, ' ']));
+    s = pair_pass(
+        &s,
+        |a, b| is_digit(a) && b == '-',
+        |a, b, o| o.extend([a, ' ', b, ' ']),
+    );
     let joined: String = s.into_iter().collect();
     py_split(&joined).map(str::to_owned).collect()
 }
@@ -94,7 +109,9 @@ pub fn bleu(reference: &BleuSide, hyp: &BleuSide) -> f64 {
     let correct = ngrams::clipped_matches(&cand, &reference.counts, |_, _| false);
     let sys_len = hyp.vocab.len();
     let ref_len = reference.vocab.len();
-    let total: Vec<u64> = (1..=MAX_ORDER).map(|n| (sys_len + 1).saturating_sub(n) as u64).collect();
+    let total: Vec<u64> = (1..=MAX_ORDER)
+        .map(|n| (sys_len + 1).saturating_sub(n) as u64)
+        .collect();
     compute_bleu(&correct, &total, sys_len, ref_len) / 100.0
 }
 
@@ -102,7 +119,11 @@ pub fn bleu(reference: &BleuSide, hyp: &BleuSide) -> f64 {
 fn compute_bleu(correct: &[u64], total: &[u64], sys_len: usize, ref_len: usize) -> f64 {
     let mut bp = 1.0;
     if sys_len < ref_len {
-        bp = if sys_len > 0 { (1.0 - ref_len as f64 / sys_len as f64).exp() } else { 0.0 };
+        bp = if sys_len > 0 {
+            (1.0 - ref_len as f64 / sys_len as f64).exp()
+        } else {
+            0.0
+        };
     }
     if correct.iter().all(|&c| c == 0) {
         return 0.0;
@@ -136,8 +157,14 @@ mod tests {
     #[test]
     fn tokenizer_13a_cases() {
         assert_eq!(tokenize_13a("Hello, world."), ["Hello", ",", "world", "."]);
-        assert_eq!(tokenize_13a("v1.2,3 x-1 3-4 a.b"), ["v1.2,3", "x-1", "3", "-", "4", "a", ".", "b"]);
-        assert_eq!(tokenize_13a("run: echo &quot;hi&quot; ${{ x }}"), ["run", ":", "echo", "\"", "hi", "\"", "$", "{", "{", "x", "}", "}"]);
+        assert_eq!(
+            tokenize_13a("v1.2,3 x-1 3-4 a.b"),
+            ["v1.2,3", "x-1", "3", "-", "4", "a", ".", "b"]
+        );
+        assert_eq!(
+            tokenize_13a("run: echo &quot;hi&quot; ${{ x }}"),
+            ["run", ":", "echo", "\"", "hi", "\"", "$", "{", "{", "x", "}", "}"]
+        );
     }
 
     #[test]

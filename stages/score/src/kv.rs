@@ -13,7 +13,9 @@ pub type Docs = Option<Vec<Value>>;
 
 /// `kv_match.test`: every document equal as data (DeepDiff finds no difference).
 pub fn kv_exact(reference: &Docs, output: &Docs) -> f64 {
-    let (Some(out), Some(refs)) = (output, reference) else { return 0.0 };
+    let (Some(out), Some(refs)) = (output, reference) else {
+        return 0.0;
+    };
     if refs.is_empty() || out.len() != refs.len() {
         return 0.0;
     }
@@ -23,7 +25,9 @@ pub fn kv_exact(reference: &Docs, output: &Docs) -> f64 {
 /// `kv_wildcard.test`: leaf-path intersection over union; `reference` must already be loaded from
 /// [`label_wildcards`] of the cleaned reference.
 pub fn kv_wildcard(reference: &Docs, output: &Docs) -> f64 {
-    let (Some(out), Some(refs)) = (output, reference) else { return 0.0 };
+    let (Some(out), Some(refs)) = (output, reference) else {
+        return 0.0;
+    };
     if refs.is_empty() {
         return 0.0;
     }
@@ -31,12 +35,19 @@ pub fn kv_wildcard(reference: &Docs, output: &Docs) -> f64 {
     let n = out.len().max(refs.len());
     let (mut inter, mut union) = (0usize, 0usize);
     for i in 0..n {
-        let (Ok(t), Ok(r)) = (leaves(out.get(i).unwrap_or(&empty)), leaves(refs.get(i).unwrap_or(&empty))) else {
+        let (Ok(t), Ok(r)) = (
+            leaves(out.get(i).unwrap_or(&empty)),
+            leaves(refs.get(i).unwrap_or(&empty)),
+        ) else {
             return 0.0;
         };
         let hit = r
             .iter()
-            .filter(|rl| t.iter().any(|tl| tl.path == rl.path && (rl.wildcard || py_eq(tl.value, rl.value, false))))
+            .filter(|rl| {
+                t.iter().any(|tl| {
+                    tl.path == rl.path && (rl.wildcard || py_eq(tl.value, rl.value, false))
+                })
+            })
             .count();
         inter += hit;
         union += t.len() + r.len() - hit;
@@ -58,7 +69,9 @@ pub fn label_wildcards(cleaned: &str) -> Option<Result<String, ()>> {
     let mut out = Vec::new();
     for line in cleaned.split('\n') {
         if marked(line) {
-            let Some((key, rest)) = line.split_once(':') else { return Some(Err(())) };
+            let Some((key, rest)) = line.split_once(':') else {
+                return Some(Err(()));
+            };
             out.push(format!("{}*:{}", py_rstrip(key), rest));
         } else {
             out.push(line.to_string());
@@ -101,7 +114,11 @@ fn leaves(v: &Value) -> Result<Vec<Leaf<'_>>, ()> {
             }
             None => {
                 let key = key()?;
-                out.push(Leaf { path: vec![key.trim_end_matches('*')], value: val, wildcard: key.ends_with('*') });
+                out.push(Leaf {
+                    path: vec![key.trim_end_matches('*')],
+                    value: val,
+                    wildcard: key.ends_with('*'),
+                });
             }
         }
     }
@@ -147,7 +164,11 @@ fn strict_eq(a: &Value, b: &Value) -> bool {
 
 fn map_eq(x: &Map, y: &Map, value_eq: impl Fn(&Value, &Value) -> bool) -> bool {
     x.len() == y.len()
-        && x.iter().all(|(k, v)| y.iter().find(|(k2, _)| py_eq(k, k2, true)).is_some_and(|(_, v2)| value_eq(v, v2)))
+        && x.iter().all(|(k, v)| {
+            y.iter()
+                .find(|(k2, _)| py_eq(k, k2, true))
+                .is_some_and(|(_, v2)| value_eq(v, v2))
+        })
 }
 
 enum Num<'a> {
@@ -157,7 +178,9 @@ enum Num<'a> {
 
 fn number(v: &Value) -> Option<Num<'_>> {
     match v {
-        Value::Bool { value, .. } => Some(Num::Int(std::borrow::Cow::Owned(Int::from_i64(*value as i64)))),
+        Value::Bool { value, .. } => Some(Num::Int(std::borrow::Cow::Owned(Int::from_i64(
+            *value as i64,
+        )))),
         Value::Int { value, .. } => Some(Num::Int(std::borrow::Cow::Borrowed(value))),
         Value::Float { value, .. } => Some(Num::Float(*value)),
         _ => None,
@@ -170,7 +193,9 @@ fn num_eq(a: &Num, b: &Num, in_container: bool) -> bool {
         (Num::Int(x), Num::Int(y)) => x == y,
         (Num::Float(x), Num::Float(y)) => x == y || (in_container && x.is_nan() && y.is_nan()),
         (Num::Int(i), Num::Float(f)) | (Num::Float(f), Num::Int(i)) => {
-            f.is_finite() && f.fract() == 0.0 && i.to_decimal().is_some_and(|d| d == format!("{f:.0}"))
+            f.is_finite()
+                && f.fract() == 0.0
+                && i.to_decimal().is_some_and(|d| d == format!("{f:.0}"))
         }
     }
 }
@@ -200,7 +225,48 @@ fn instant(t: &Timestamp) -> i128 {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146097 + doe;
     let time = t.time.as_ref().expect("instant of a datetime");
-    let secs = days as i128 * 86400 + time.hour as i128 * 3600 + time.minute as i128 * 60 + time.second as i128
+    let secs = days as i128 * 86400
+        + time.hour as i128 * 3600
+        + time.minute as i128 * 60
+        + time.second as i128
         - time.offset_minutes.unwrap_or(0) as i128 * 60;
     secs * 1_000_000 + time.microsecond as i128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use doc2ci_yaml::{load, Limits};
+
+    fn docs(t: &str) -> Docs {
+        Some(vec![load(t, &Limits::default()).unwrap()])
+    }
+
+    #[test]
+    fn exact_is_type_strict_but_wildcard_uses_python_equality() {
+        let (r, o) = (docs("a: 1\nb: [x]\n"), docs("b: [x]\na: 1.0\n"));
+        assert_eq!(kv_exact(&r, &o), 0.0);
+        assert_eq!(kv_wildcard(&r, &o), 1.0);
+        assert_eq!(kv_exact(&r, &docs("b: [x]\na: 1\n")), 1.0);
+    }
+
+    #[test]
+    fn cloudeval_failures_score_zero() {
+        // A sequence document and a non-string key make CloudEval's get_leaf_nodes raise.
+        assert_eq!(kv_wildcard(&docs("- a: 1\n"), &docs("- a: 1\n")), 0.0);
+        assert_eq!(kv_wildcard(&docs("a: 1\n"), &docs("1: a\na: 1\n")), 0.0);
+        // ... but not when the non-string key holds no leaf.
+        assert_eq!(kv_wildcard(&docs("a: 1\n"), &docs("1: {}\na: 1\n")), 1.0);
+        assert_eq!(kv_exact(&None, &docs("a: 1\n")), 0.0);
+    }
+
+    #[test]
+    fn wildcard_keys_match_any_value() {
+        let labelled = label_wildcards("image: nginx #*").unwrap().unwrap();
+        assert_eq!(labelled, "image*: nginx #*");
+        let r = docs("image*: nginx\nport: 80\n");
+        assert_eq!(kv_wildcard(&r, &docs("image: httpd\nport: 80\n")), 1.0);
+        assert_eq!(label_wildcards("- x #*"), Some(Err(())));
+        assert_eq!(label_wildcards("a: b"), None);
+    }
 }

@@ -99,10 +99,11 @@ impl Prepared {
     }
 }
 
-/// The YAML documents of a cleaned text as a multi-document load would give them: none for a text
-/// without content.
+/// The YAML documents of a cleaned text as CloudEval's `load_all` would give them: none for an
+/// empty text. doc2ci-yaml loads single documents only, so a multi-document text counts as not
+/// loading (the one known difference from the peer; no real pair is affected).
 fn documents(clean: &str, loaded: Result<Value, doc2ci_yaml::YamlError>) -> kv::Docs {
-    if clean.trim().is_empty() {
+    if clean.is_empty() {
         return Some(Vec::new());
     }
     loaded.ok().map(|v| vec![v])
@@ -154,19 +155,27 @@ fn label(v: &Value) -> String {
 
 /// All metrics of one prepared output against its prepared reference (same [`CrystalContext`]).
 pub fn score_prepared(reference: &Prepared, output: &Prepared) -> LexicalScores {
-    let any_empty = reference.lj.is_empty() || output.lj.is_empty();
-    let levenshtein = levenshtein::similarity(&output.canon_chars, &reference.canon_chars);
+    // SPEC §5: an empty lj on either side scores 0 on the lexical metrics.
+    let (bleu, crystal_bleu, rouge_l, chrf) = if reference.lj.is_empty() || output.lj.is_empty() {
+        (0.0, 0.0, 0.0, 0.0)
+    } else {
+        (
+            bleu::bleu(&reference.bleu, &output.bleu),
+            crystal::crystal_bleu(&reference.words, &output.words),
+            rouge::rouge_l(&reference.words.vocab, &output.words.vocab),
+            chrf::chrf(&reference.chrf, &output.chrf),
+        )
+    };
     let (n1, n2) = (reference.tree.len(), output.tree.len());
     let d = zss::distance(&reference.tree, &output.tree);
-    let tree_edit = (1.0 - d as f64 / (2 * n1.max(n2)) as f64).clamp(0.0, 1.0);
     let wild_ref = reference.labelled_docs.as_ref().unwrap_or(&reference.docs);
     LexicalScores {
-        bleu: if any_empty { 0.0 } else { bleu::bleu(&reference.bleu, &output.bleu) },
-        crystal_bleu: if any_empty { 0.0 } else { crystal::crystal_bleu(&reference.words, &output.words) },
-        rouge_l: if any_empty { 0.0 } else { rouge::rouge_l(&reference.words.vocab, &output.words.vocab) },
-        chrf: if any_empty { 0.0 } else { chrf::chrf(&reference.chrf, &output.chrf) },
-        tree_edit,
-        levenshtein,
+        bleu,
+        crystal_bleu,
+        rouge_l,
+        chrf,
+        tree_edit: (1.0 - d as f64 / (2 * n1.max(n2)) as f64).clamp(0.0, 1.0),
+        levenshtein: levenshtein::similarity(&output.canon_chars, &reference.canon_chars),
         exact: (reference.canon == output.canon) as u8 as f64,
         kv_exact: kv::kv_exact(&reference.docs, &output.docs),
         kv_wildcard: kv::kv_wildcard(wild_ref, &output.docs),
@@ -182,7 +191,10 @@ pub fn score_pair(reference: &str, output: &str, ctx: &CrystalContext) -> Lexica
 /// stripped non-empty cleaned lines.
 pub fn canon(x: &str) -> String {
     let clean = text::clean(x);
-    canon_of(&clean, doc2ci_yaml::load(&clean, &Limits::default()).ok().as_ref())
+    canon_of(
+        &clean,
+        doc2ci_yaml::load(&clean, &Limits::default()).ok().as_ref(),
+    )
 }
 
 /// The JSON fallback also covers values `json.dumps(sort_keys=True)` cannot write (keys of mixed
@@ -210,7 +222,10 @@ pub fn crystal_bleu(reference: &str, output: &str, ctx: &CrystalContext) -> f64 
     if r.is_empty() || o.is_empty() {
         return 0.0;
     }
-    crystal::crystal_bleu(&crystal::WordSide::new(&r, ctx), &crystal::WordSide::new(&o, ctx))
+    crystal::crystal_bleu(
+        &crystal::WordSide::new(&r, ctx),
+        &crystal::WordSide::new(&o, ctx),
+    )
 }
 
 /// ROUGE-L F1 over whitespace tokens of `lj`.
@@ -219,7 +234,10 @@ pub fn rouge_l(reference: &str, output: &str) -> f64 {
     if r.is_empty() || o.is_empty() {
         return 0.0;
     }
-    rouge::rouge_l(&ngrams::Vocab::new(text::py_split(&r)), &ngrams::Vocab::new(text::py_split(&o)))
+    rouge::rouge_l(
+        &ngrams::Vocab::new(text::py_split(&r)),
+        &ngrams::Vocab::new(text::py_split(&o)),
+    )
 }
 
 /// chrF / 100 over `lj` (lowercased, whitespace included, eps smoothing).
@@ -234,12 +252,19 @@ pub fn chrf(reference: &str, output: &str) -> f64 {
 /// 1 − d / (2·max(n1, n2)) of the YAML trees of `clean(x)`, d the Zhang–Shasha distance.
 pub fn tree_edit(reference: &str, output: &str) -> f64 {
     let ctx = CrystalContext::default();
-    score_prepared(&Prepared::new(reference, &ctx), &Prepared::new(output, &ctx)).tree_edit
+    score_prepared(
+        &Prepared::new(reference, &ctx),
+        &Prepared::new(output, &ctx),
+    )
+    .tree_edit
 }
 
 /// 1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.
 pub fn levenshtein(reference: &str, output: &str) -> f64 {
-    let (r, o): (Vec<char>, Vec<char>) = (canon(reference).chars().collect(), canon(output).chars().collect());
+    let (r, o): (Vec<char>, Vec<char>) = (
+        canon(reference).chars().collect(),
+        canon(output).chars().collect(),
+    );
     levenshtein::similarity(&o, &r)
 }
 
@@ -262,7 +287,11 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 /// 1 / (1 + L2 distance) of two embeddings.
 pub fn euclidean(a: &[f32], b: &[f32]) -> f64 {
     assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
-    let ss: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+    let ss: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
+        .sum();
     1.0 / (1.0 + ss.sqrt())
 }
 
@@ -283,16 +312,25 @@ mod tests {
 
     #[test]
     fn unparseable_text_is_a_bare_root_and_canon_falls_back_to_lines() {
-        let p = Prepared::new("jobs:\n  a: [1,\n  # c\n   b: }", &CrystalContext::default());
+        let p = Prepared::new(
+            "jobs:\n  a: [1,\n  # c\n   b: }",
+            &CrystalContext::default(),
+        );
         assert_eq!(p.tree_nodes(), 1);
         assert_eq!(p.canon(), "jobs:\na: [1,\nb: }");
     }
 
     #[test]
     fn tree_labels_numbers_as_written() {
-        let p = Prepared::new("v: 0x1F\nf: True\nn: ~\nl: [1.10]\n", &CrystalContext::default());
+        let p = Prepared::new(
+            "v: 0x1F\nf: True\nn: ~\nl: [1.10]\n",
+            &CrystalContext::default(),
+        );
         let labels: Vec<&str> = p.tree.labels().collect();
-        assert_eq!(labels, ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]);
+        assert_eq!(
+            labels,
+            ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]
+        );
     }
 
     #[test]
@@ -305,7 +343,10 @@ mod tests {
     #[test]
     fn single_metric_functions_agree_with_the_batch() {
         let ctx = CrystalContext::from_lj_texts(["on: push jobs:"], 2);
-        let (r, o) = ("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n", "on: [push]\njobs:\n  b:\n    runs-on: ubuntu-22.04\n");
+        let (r, o) = (
+            "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n",
+            "on: [push]\njobs:\n  b:\n    runs-on: ubuntu-22.04\n",
+        );
         let s = score_pair(r, o, &ctx);
         assert_eq!(s.bleu, bleu(r, o));
         assert_eq!(s.crystal_bleu, crystal_bleu(r, o, &ctx));

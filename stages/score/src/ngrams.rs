@@ -48,7 +48,10 @@ pub fn key(ids: &[u32]) -> u128 {
 }
 
 /// Counts of each order's n-grams over `ids`, skipping positions `skip(n, start)` says to skip.
-pub fn count(ids: &[u32], skip: impl Fn(usize, usize) -> bool) -> [FxHashMap<u128, u32>; MAX_ORDER] {
+pub fn count(
+    ids: &[u32],
+    skip: impl Fn(usize, usize) -> bool,
+) -> [FxHashMap<u128, u32>; MAX_ORDER] {
     let mut out: [FxHashMap<u128, u32>; MAX_ORDER] = Default::default();
     for n in 1..=MAX_ORDER {
         if ids.len() < n {

@@ -65,8 +65,15 @@ impl Arena {
         }
         let mut keyroots: Vec<u32> = highest.into_values().collect();
         keyroots.sort_unstable();
-        let labels = post.iter().map(|&node| std::mem::take(&mut self.labels[node as usize])).collect();
-        Tree { labels, lld, keyroots }
+        let labels = post
+            .iter()
+            .map(|&node| std::mem::take(&mut self.labels[node as usize]))
+            .collect();
+        Tree {
+            labels,
+            lld,
+            keyroots,
+        }
     }
 }
 
@@ -75,6 +82,7 @@ impl Tree {
         self.labels.len()
     }
 
+    #[cfg(test)]
     pub fn labels(&self) -> impl Iterator<Item = &str> {
         self.labels.iter().map(|l| &**l)
     }

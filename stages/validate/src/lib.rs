@@ -21,7 +21,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use doc2ci_yaml::{load_with, Limits, Map, Options, Value};
+use doc2ci_yaml::{load_with, Map, Options, Value};
+
+/// The YAML loader's bounds, for [`Validator::with_limits`].
+pub use doc2ci_yaml::Limits;
 
 /// The CI services of the study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -33,7 +36,12 @@ pub enum Service {
 }
 
 impl Service {
-    pub const ALL: [Service; 4] = [Service::GithubActions, Service::CircleCi, Service::GitlabCi, Service::TravisCi];
+    pub const ALL: [Service; 4] = [
+        Service::GithubActions,
+        Service::CircleCi,
+        Service::GitlabCi,
+        Service::TravisCi,
+    ];
 
     /// The partition name used in the warehouse and in `pipeline.toml`.
     pub fn name(self) -> &'static str {
@@ -108,38 +116,54 @@ fn draft_of(schema: &serde_json::Value) -> Result<jsonschema::Draft, Error> {
     let Some(uri) = schema.get("$schema").and_then(|s| s.as_str()) else {
         return Ok(Draft::Draft202012);
     };
-    let trimmed = uri.trim_end_matches('#').trim_start_matches("https://").trim_start_matches("http://");
+    let trimmed = uri
+        .trim_end_matches('#')
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
     Ok(match trimmed {
         "json-schema.org/draft-04/schema" => Draft::Draft4,
         "json-schema.org/draft-06/schema" => Draft::Draft6,
         "json-schema.org/draft-07/schema" => Draft::Draft7,
         "json-schema.org/draft/2019-09/schema" => Draft::Draft201909,
         "json-schema.org/draft/2020-12/schema" => Draft::Draft202012,
-        _ => return Err(Error(format!("schema declares an unsupported draft {uri:?}"))),
+        _ => {
+            return Err(Error(format!(
+                "schema declares an unsupported draft {uri:?}"
+            )))
+        }
     })
 }
 
 /// Compiles one schema the way check-jsonschema builds its validator (see the crate docs).
 pub fn compile_schema(schema_json: &[u8]) -> Result<jsonschema::Validator, Error> {
-    let schema: serde_json::Value =
-        serde_json::from_slice(schema_json).map_err(|e| Error(format!("schema is not JSON: {e}")))?;
+    let schema: serde_json::Value = serde_json::from_slice(schema_json)
+        .map_err(|e| Error(format!("schema is not JSON: {e}")))?;
     let draft = draft_of(&schema)?;
-    let mut opts = jsonschema::options().with_draft(draft).offline().should_validate_formats(true);
+    let mut opts = jsonschema::options()
+        .with_draft(draft)
+        .offline()
+        .should_validate_formats(true);
     for unchecked in ["uri", "uri-reference", "iri", "iri-reference"] {
         opts = opts.with_format(unchecked, |_: &str| true);
     }
-    opts.build(&schema).map_err(|e| Error(format!("schema does not compile: {e}")))
+    opts.build(&schema)
+        .map_err(|e| Error(format!("schema does not compile: {e}")))
 }
 
 impl Validator {
     /// Compiles the given services' schemas (JSON bytes, as shipped in check-jsonschema).
-    pub fn new<'a>(schemas: impl IntoIterator<Item = (Service, &'a [u8])>) -> Result<Validator, Error> {
+    pub fn new<'a>(
+        schemas: impl IntoIterator<Item = (Service, &'a [u8])>,
+    ) -> Result<Validator, Error> {
         let mut compiled: [Option<jsonschema::Validator>; 4] = Default::default();
         for (service, bytes) in schemas {
             let v = compile_schema(bytes).map_err(|e| Error(format!("{service}: {e}")))?;
             compiled[service.index()] = Some(v);
         }
-        Ok(Validator { schemas: compiled, limits: Limits::default() })
+        Ok(Validator {
+            schemas: compiled,
+            limits: Limits::default(),
+        })
     }
 
     /// Replaces the YAML loader's hostile-input bounds.
@@ -160,7 +184,14 @@ impl Validator {
         let options = Options::check_jsonschema(service == Service::GitlabCi);
         let value = match load_with(text, &self.limits, &options) {
             Ok(v) => v,
-            Err(e) => return Ok(Validity { parse_ok: false, schema_ok: false, errors: vec![e.to_string()], fragment: false }),
+            Err(e) => {
+                return Ok(Validity {
+                    parse_ok: false,
+                    schema_ok: false,
+                    errors: vec![e.to_string()],
+                    fragment: false,
+                })
+            }
         };
         let fragment = is_fragment(service, &value);
         if !value.is_mapping() {
@@ -181,7 +212,12 @@ impl Validator {
         for e in schema.iter_errors(&instance) {
             collect_errors(&e, 0, &mut errors);
         }
-        Ok(Validity { parse_ok: true, schema_ok: errors.is_empty(), errors, fragment })
+        Ok(Validity {
+            parse_ok: true,
+            schema_ok: errors.is_empty(),
+            errors,
+            fragment,
+        })
     }
 }
 
@@ -192,7 +228,8 @@ impl Validator {
 fn collect_errors(e: &jsonschema::ValidationError<'_>, depth: usize, out: &mut Vec<String>) {
     use jsonschema::error::ValidationErrorKind as K;
     if let K::AnyOf { context } | K::OneOfNotValid { context } = e.kind() {
-        let nonempty: Vec<&Vec<jsonschema::ValidationError<'static>>> = context.iter().filter(|b| !b.is_empty()).collect();
+        let nonempty: Vec<&Vec<jsonschema::ValidationError<'static>>> =
+            context.iter().filter(|b| !b.is_empty()).collect();
         if let Some(fewest) = nonempty.iter().map(|b| b.len()).min() {
             let closest: Vec<_> = nonempty.iter().filter(|b| b.len() == fewest).collect();
             if closest.len() == 1 && depth < 4 {
@@ -203,9 +240,13 @@ fn collect_errors(e: &jsonschema::ValidationError<'_>, depth: usize, out: &mut V
             }
             let alternatives: Vec<String> = nonempty
                 .iter()
-                .map(|b| b.iter().map(|sub| sub.to_string()).collect::<Vec<_>>().join(", "))
+                .map(|b| b.iter().map(short_message).collect::<Vec<_>>().join(", "))
                 .collect();
-            let message = format!("{} (alternatives: {})", e.masked(), alternatives.join(" | "));
+            let message = format!(
+                "{} (alternatives: {})",
+                e.masked(),
+                alternatives.join(" | ")
+            );
             out.push(located(e, message));
             return;
         }
@@ -213,9 +254,23 @@ fn collect_errors(e: &jsonschema::ValidationError<'_>, depth: usize, out: &mut V
     out.push(located(e, e.to_string()));
 }
 
+/// An alternative's error without a long instance dump in it.
+fn short_message(e: &jsonschema::ValidationError<'_>) -> String {
+    let full = e.to_string();
+    if full.chars().count() > 120 {
+        e.masked().to_string()
+    } else {
+        full
+    }
+}
+
 fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
     let path = e.instance_path().to_string();
-    let path = if path.is_empty() { "/".to_string() } else { path };
+    let path = if path.is_empty() {
+        "/".to_string()
+    } else {
+        path
+    };
     if message.chars().count() > MAX_MESSAGE_CHARS {
         message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "…";
     }
@@ -269,10 +324,16 @@ fn is_standalone(service: Service, m: &Map) -> bool {
                     let Some(name) = k.as_str() else { return false };
                     !name.starts_with('.')
                         && !GITLAB_GLOBAL_KEYWORDS.contains(&name)
-                        && v.as_map().is_some_and(|job| ["script", "run", "trigger", "extends"].iter().any(|kw| job.contains_key(kw)))
+                        && v.as_map().is_some_and(|job| {
+                            ["script", "run", "trigger", "extends"]
+                                .iter()
+                                .any(|kw| job.contains_key(kw))
+                        })
                 })
         }
-        Service::TravisCi => ["language", "script", "jobs", "matrix"].iter().any(|k| has(k)),
+        Service::TravisCi => ["language", "script", "jobs", "matrix"]
+            .iter()
+            .any(|k| has(k)),
     }
 }
 
@@ -297,7 +358,10 @@ mod tests {
         let gha = Service::GithubActions;
         assert!(!is_fragment(gha, &load("on: push\njobs: {}")));
         assert!(is_fragment(gha, &load("jobs:\n  a:\n    runs-on: x\n")));
-        assert!(is_fragment(gha, &load("- name: Checkout\n  uses: actions/checkout@v4\n")));
+        assert!(is_fragment(
+            gha,
+            &load("- name: Checkout\n  uses: actions/checkout@v4\n")
+        ));
         assert!(!is_fragment(gha, &load("plain prose")));
         assert!(!is_fragment(gha, &load("")));
         let cci = Service::CircleCi;
@@ -306,7 +370,10 @@ mod tests {
         let gl = Service::GitlabCi;
         assert!(!is_fragment(gl, &load("build:\n  script: [make]\n")));
         assert!(!is_fragment(gl, &load("include: ci/x.yml\n")));
-        assert!(is_fragment(gl, &load("stages: [build]\n.hidden:\n  script: [x]\nvariables: {A: 1}\n")));
+        assert!(is_fragment(
+            gl,
+            &load("stages: [build]\n.hidden:\n  script: [x]\nvariables: {A: 1}\n")
+        ));
         let tr = Service::TravisCi;
         assert!(!is_fragment(tr, &load("language: python\n")));
         assert!(is_fragment(tr, &load("deploy:\n  provider: pages\n")));
@@ -315,10 +382,22 @@ mod tests {
     #[test]
     fn draft_is_read_from_the_schema() {
         let d = |s: &str| draft_of(&serde_json::json!({"$schema": s})).unwrap();
-        assert_eq!(d("http://json-schema.org/draft-07/schema#"), jsonschema::Draft::Draft7);
-        assert_eq!(d("https://json-schema.org/draft/2020-12/schema"), jsonschema::Draft::Draft202012);
-        assert_eq!(d("http://json-schema.org/draft-04/schema#"), jsonschema::Draft::Draft4);
-        assert_eq!(draft_of(&serde_json::json!({})).unwrap(), jsonschema::Draft::Draft202012);
+        assert_eq!(
+            d("http://json-schema.org/draft-07/schema#"),
+            jsonschema::Draft::Draft7
+        );
+        assert_eq!(
+            d("https://json-schema.org/draft/2020-12/schema"),
+            jsonschema::Draft::Draft202012
+        );
+        assert_eq!(
+            d("http://json-schema.org/draft-04/schema#"),
+            jsonschema::Draft::Draft4
+        );
+        assert_eq!(
+            draft_of(&serde_json::json!({})).unwrap(),
+            jsonschema::Draft::Draft202012
+        );
         assert!(draft_of(&serde_json::json!({"$schema": "http://example.com/x"})).is_err());
     }
 
@@ -340,9 +419,21 @@ mod tests {
         let schema = br#"{"$schema": "http://json-schema.org/draft-07/schema#",
             "properties": {"u": {"format": "uri"}, "d": {"format": "date-time"}}}"#;
         let v = Validator::new([(Service::GitlabCi, &schema[..])]).unwrap();
-        assert!(v.validate(Service::GitlabCi, "u: not a uri").unwrap().schema_ok);
-        assert!(!v.validate(Service::GitlabCi, "d: yesterday").unwrap().schema_ok);
-        assert!(v.validate(Service::GitlabCi, "d: '2024-01-02T03:04:05Z'").unwrap().schema_ok);
+        assert!(
+            v.validate(Service::GitlabCi, "u: not a uri")
+                .unwrap()
+                .schema_ok
+        );
+        assert!(
+            !v.validate(Service::GitlabCi, "d: yesterday")
+                .unwrap()
+                .schema_ok
+        );
+        assert!(
+            v.validate(Service::GitlabCi, "d: '2024-01-02T03:04:05Z'")
+                .unwrap()
+                .schema_ok
+        );
     }
 
     #[test]

@@ -83,7 +83,10 @@ pub struct Options {
 impl Options {
     /// What check-jsonschema loads for a service's schema check.
     pub fn check_jsonschema(gitlab: bool) -> Options {
-        Options { timestamps_as_strings: true, gitlab_reference_tag: gitlab }
+        Options {
+            timestamps_as_strings: true,
+            gitlab_reference_tag: gitlab,
+        }
     }
 }
 
@@ -91,13 +94,27 @@ impl Options {
 /// stage labels tree nodes with numbers "as written" (`0x1F`, not `31`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
-    Null { text: String },
-    Bool { value: bool, text: String },
-    Int { value: Int, text: String },
-    Float { value: f64, text: String },
+    Null {
+        text: String,
+    },
+    Bool {
+        value: bool,
+        text: String,
+    },
+    Int {
+        value: Int,
+        text: String,
+    },
+    Float {
+        value: f64,
+        text: String,
+    },
     /// A string's text is its value.
     Str(String),
-    Timestamp { value: Timestamp, text: String },
+    Timestamp {
+        value: Timestamp,
+        text: String,
+    },
     Seq(Vec<Value>),
     Map(Map),
 }
@@ -126,7 +143,10 @@ impl Map {
     }
     /// The value under a string key (`on` is a string key in YAML 1.2).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| matches!(k, Value::Str(s) if s == key)).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| matches!(k, Value::Str(s) if s == key))
+            .map(|(_, v)| v)
     }
     pub fn contains_key(&self, key: &str) -> bool {
         self.get(key).is_some()
@@ -196,7 +216,9 @@ pub enum ErrorKind {
     /// The grammar (saphyr's scanner and parser).
     Syntax,
     /// `path` is the JSON pointer of the duplicated key, e.g. `/jobs/build/runs-on`.
-    DuplicateKey { path: String },
+    DuplicateKey {
+        path: String,
+    },
     MultipleDocuments,
     /// Undefined or recursive alias.
     Alias,
@@ -217,7 +239,11 @@ pub struct YamlError {
 
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (line {}, column {})", self.message, self.line, self.column)
+        write!(
+            f,
+            "{} (line {}, column {})",
+            self.message, self.line, self.column
+        )
     }
 }
 
@@ -235,7 +261,11 @@ pub fn load_with(text: &str, limits: &Limits, options: &Options) -> Result<Value
             kind: ErrorKind::InputTooLarge,
             line: 1,
             column: 1,
-            message: format!("input of {} bytes exceeds the limit of {} bytes", text.len(), limits.max_input_bytes),
+            message: format!(
+                "input of {} bytes exceeds the limit of {} bytes",
+                text.len(),
+                limits.max_input_bytes
+            ),
         });
     }
     check_printable(text)?;
@@ -253,13 +283,22 @@ fn check_printable(text: &str) -> Result<(), YamlError> {
     };
     let before = &text[..pos];
     let line = before.matches('\n').count() + 1;
-    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..].chars().count() + 1;
-    let c = text[pos..].chars().next().expect("found a character at pos");
+    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
+    let c = text[pos..]
+        .chars()
+        .next()
+        .expect("found a character at pos");
     Err(YamlError {
         kind: ErrorKind::UnacceptableCharacter,
         line,
         column,
-        message: format!("unacceptable character #x{:04x}: special characters are not allowed", c as u32),
+        message: format!(
+            "unacceptable character #x{:04x}: special characters are not allowed",
+            c as u32
+        ),
     })
 }
 

@@ -157,7 +157,9 @@ pub(crate) fn construct_int(text: &str) -> Result<Int, String> {
         return Err(invalid());
     }
     if radix == 10 && digits.len() > PY_MAX_STR_DIGITS {
-        return Err(format!("Exceeds the limit ({PY_MAX_STR_DIGITS} digits) for integer string conversion"));
+        return Err(format!(
+            "Exceeds the limit ({PY_MAX_STR_DIGITS} digits) for integer string conversion"
+        ));
     }
     Int::from_digits(digits, radix, negative).ok_or_else(invalid)
 }
@@ -165,7 +167,11 @@ pub(crate) fn construct_int(text: &str) -> Result<Int, String> {
 /// ruamel's `construct_yaml_float`: lower-cased, underscores dropped, `.inf`/`.nan`, else
 /// Python `float()`.
 pub(crate) fn construct_float(text: &str) -> Result<f64, String> {
-    let cleaned: String = text.chars().filter(|c| *c != '_').collect::<String>().to_lowercase();
+    let cleaned: String = text
+        .chars()
+        .filter(|c| *c != '_')
+        .collect::<String>()
+        .to_lowercase();
     let (sign, body) = match cleaned.as_bytes().first() {
         Some(b'-') => (-1.0, &cleaned[1..]),
         Some(b'+') => (1.0, &cleaned[1..]),
@@ -193,18 +199,27 @@ fn construct_bool(text: &str) -> Result<bool, String> {
 }
 
 fn int_value(text: &str) -> Result<Value, String> {
-    Ok(Value::Int { value: construct_int(text)?, text: text.into() })
+    Ok(Value::Int {
+        value: construct_int(text)?,
+        text: text.into(),
+    })
 }
 
 fn float_value(text: &str) -> Result<Value, String> {
-    Ok(Value::Float { value: construct_float(text)?, text: text.into() })
+    Ok(Value::Float {
+        value: construct_float(text)?,
+        text: text.into(),
+    })
 }
 
 fn timestamp_value(text: &str, as_string: bool) -> Result<Value, String> {
     if as_string {
         return Ok(Value::Str(text.into()));
     }
-    Ok(Value::Timestamp { value: Timestamp::construct(text)?, text: text.into() })
+    Ok(Value::Timestamp {
+        value: Timestamp::construct(text)?,
+        text: text.into(),
+    })
 }
 
 /// Implicit resolution of an untagged plain scalar (ruamel tries the resolvers registered
@@ -212,16 +227,25 @@ fn timestamp_value(text: &str, as_string: bool) -> Result<Value, String> {
 pub(crate) fn resolve_plain(text: &str, timestamps_as_strings: bool) -> Result<Resolved, String> {
     let first = text.as_bytes().first().copied();
     let v = match first {
-        None => Value::Null { text: String::new() },
+        None => Value::Null {
+            text: String::new(),
+        },
         Some(b't' | b'T' | b'f' | b'F')
             if matches!(text, "true" | "True" | "TRUE" | "false" | "False" | "FALSE") =>
         {
-            Value::Bool { value: text.starts_with(['t', 'T']), text: text.into() }
+            Value::Bool {
+                value: text.starts_with(['t', 'T']),
+                text: text.into(),
+            }
         }
-        Some(c) if (c == b'.' || c == b'-' || c == b'+' || c.is_ascii_digit()) && is_float(text) => {
+        Some(c)
+            if (c == b'.' || c == b'-' || c == b'+' || c.is_ascii_digit()) && is_float(text) =>
+        {
             float_value(text)?
         }
-        Some(c) if (c == b'-' || c == b'+' || c.is_ascii_digit()) && is_int(text) => int_value(text)?,
+        Some(c) if (c == b'-' || c == b'+' || c.is_ascii_digit()) && is_int(text) => {
+            int_value(text)?
+        }
         _ if text == "<<" => return Ok(Resolved::Merge),
         _ if matches!(text, "~" | "null" | "Null" | "NULL") => Value::Null { text: text.into() },
         Some(c) if c.is_ascii_digit() && Timestamp::resolves(text) => {
@@ -234,11 +258,18 @@ pub(crate) fn resolve_plain(text: &str, timestamps_as_strings: bool) -> Result<R
 }
 
 /// Construction of a scalar with an explicit `tag:yaml.org,2002:` tag.
-pub(crate) fn construct_tagged(suffix: &str, text: &str, timestamps_as_strings: bool) -> Result<Resolved, String> {
+pub(crate) fn construct_tagged(
+    suffix: &str,
+    text: &str,
+    timestamps_as_strings: bool,
+) -> Result<Resolved, String> {
     let v = match suffix {
         "str" => Value::Str(text.into()),
         "null" => Value::Null { text: text.into() },
-        "bool" => Value::Bool { value: construct_bool(text)?, text: text.into() },
+        "bool" => Value::Bool {
+            value: construct_bool(text)?,
+            text: text.into(),
+        },
         "int" => int_value(text)?,
         "float" => float_value(text)?,
         "timestamp" => timestamp_value(text, timestamps_as_strings)?,
@@ -248,7 +279,11 @@ pub(crate) fn construct_tagged(suffix: &str, text: &str, timestamps_as_strings: 
             return Err(format!("unsupported tag 'tag:yaml.org,2002:{suffix}'"));
         }
         "seq" | "map" => return Err(format!("expected a {suffix} node, but found scalar")),
-        _ => return Err(format!("could not determine a constructor for the tag 'tag:yaml.org,2002:{suffix}'")),
+        _ => {
+            return Err(format!(
+                "could not determine a constructor for the tag 'tag:yaml.org,2002:{suffix}'"
+            ))
+        }
     };
     Ok(Resolved::Value(v))
 }
@@ -268,7 +303,10 @@ mod tests {
 
     #[test]
     fn yaml_1_2_words_stay_strings() {
-        for t in ["on", "off", "yes", "no", "y", "n", "On", "YES", "tRue", "nULL", "0o", "0o9", ".5e3", "0X1F", "12:30", "1_0e", "_1", "--1"] {
+        for t in [
+            "on", "off", "yes", "no", "y", "n", "On", "YES", "tRue", "nULL", "0o", "0o9", ".5e3",
+            "0X1F", "12:30", "1_0e", "_1", "--1",
+        ] {
             assert!(r(t).starts_with("Str("), "{t}: {}", r(t));
         }
     }
@@ -276,12 +314,32 @@ mod tests {
     #[test]
     fn ints_floats_and_specials() {
         let int = |t: &str| construct_int(t).unwrap().to_decimal().unwrap();
-        for (t, want) in [("017", "17"), ("0o17", "15"), ("0x1F", "31"), ("0b101", "5"), ("1_000", "1000"), ("+12", "12"), ("-0", "0"), ("0_", "0"), ("00", "0"), ("09", "9")] {
+        for (t, want) in [
+            ("017", "17"),
+            ("0o17", "15"),
+            ("0x1F", "31"),
+            ("0b101", "5"),
+            ("1_000", "1000"),
+            ("+12", "12"),
+            ("-0", "0"),
+            ("0_", "0"),
+            ("00", "0"),
+            ("09", "9"),
+        ] {
             assert!(is_int(t), "{t}");
             assert_eq!(int(t), want, "{t}");
         }
         let fl = |t: &str| construct_float(t).unwrap();
-        for (t, want) in [("1.", 1.0), ("1e5", 1e5), ("12e03", 12000.0), ("._5", 0.5), ("1_2.5_0", 12.5), (".5e+3", 500.0), ("1.e5", 1e5), ("-1.5E-3", -0.0015)] {
+        for (t, want) in [
+            ("1.", 1.0),
+            ("1e5", 1e5),
+            ("12e03", 12000.0),
+            ("._5", 0.5),
+            ("1_2.5_0", 12.5),
+            (".5e+3", 500.0),
+            ("1.e5", 1e5),
+            ("-1.5E-3", -0.0015),
+        ] {
             assert!(is_float(t), "{t}");
             assert_eq!(fl(t), want, "{t}");
         }
