@@ -81,6 +81,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
         part: Partition::new(MODELS, &[]),
         deps: vec![],
         files: vec![],
+        pinned: vec![],
         params: serde_json::to_value(model_rows(cfg))?,
         version: 1,
         task: Task::Models,
