@@ -229,3 +229,40 @@ fn a_second_concurrent_run_is_refused() {
     // The lock dies with its process.
     run_ok(&["run", "--config", c]);
 }
+
+#[test]
+fn generic_jsonl_and_parquet_sources_with_a_column_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = write_config(d, &[], "\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n");
+    let c = cfg.to_str().unwrap();
+    run_ok(&["run", "--config", c]);
+    let jsonl = d.join("pairs.jsonl.gz");
+    let text = run_ok(&["export", "pairs", "--config", c, "--format", "jsonl"]);
+    let jsonl_text: String = text.lines().filter(|l| l.starts_with('{')).map(|l| format!("{l}\n")).collect();
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&jsonl).unwrap(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, jsonl_text.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let parquet = d.join("pairs.parquet");
+    std::fs::copy(d.join("wh/pairs/service=github-actions/part-0.parquet"), &parquet).unwrap();
+
+    let second = d.join("second");
+    std::fs::create_dir(&second).unwrap();
+    let study = format!(
+        "[study]\nwarehouse = \"wh\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\
+         [[sources]]\nname = \"from-jsonl\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"{}\"\nservice = \"github-actions\"\ncolumns = {{ id = \"source_id\" }}\n\
+         [[sources]]\nname = \"from-parquet\"\nkind = \"import\"\nformat = \"parquet\"\npath = \"{}\"\nservice = \"github-actions\"\ncolumns = {{ id = \"source_id\" }}\n\
+         [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+        jsonl.display(),
+        parquet.display()
+    );
+    let p2 = second.join("pipeline.toml");
+    std::fs::write(&p2, study).unwrap();
+    let out = run_ok(&["run", "--config", p2.to_str().unwrap()]);
+    // Both sources hold the same 725 pairs: the parquet copies all collapse onto the jsonl ones.
+    assert!(out.contains("1450 raw → 725 kept, 725 copies dropped"), "{out}");
+    let db = duckdb(&second.join("wh"));
+    assert_eq!(db["pairs_raw"]["rows"], 1450);
+    assert_eq!(db["pairs"]["rows"], 725);
+    assert_eq!(db["pairs"]["copies"], 1450);
+}

@@ -160,95 +160,79 @@ def tree_edit(ref, out):
     return max(0.0, min(1.0, 1 - d / (2 * max(n1, n2)))), int(d), n1, n2
 
 
-# --- kv_exact / kv_wildcard: CloudEval-YAML's metrics/kv_match.py and metrics/kv_wildcard.py -------
-# Their code, with PyYAML's YAML 1.1 safe_load_all replaced by the YAML 1.2 loader doc2ci uses
-# everywhere, applied to clean(x); failures score 0 as CloudEval's evaluate.py does.
+# --- kv_exact / kv_wildcard: an independent implementation of CloudEval-YAML's definitions ----------
+# (its summary: /work/shared/seeds/cloudeval-yaml-summary.txt). Documents are compared as data:
+# kv_exact = same number of documents and each pair equal under DeepDiff; kv_wildcard = leaf
+# (key path, value) intersection over union, summed over documents, a reference key marked with a
+# trailing `*` matching any value. Texts are clean(x) loaded as YAML 1.2; any failure scores 0.
 
 def load_all(text):
     return list(safe_yaml().load_all(text))
 
 
-def kv_match_test(result_str, reference_str):
+def kv_match_test(out_text, ref_text):
     try:
-        l1 = load_all(result_str)
+        outs = load_all(out_text)
+        refs = load_all(ref_text)
     except Exception:
-        return 0
-    try:
-        l2 = load_all(reference_str)
-        assert len(l2) > 0
-    except Exception:
-        return 0
-    if len(l1) != len(l2):
         return False
-    for d1, d2 in zip(l1, l2):
-        if len(DeepDiff(d1, d2)) > 0:
-            return False
-    return True
+    if not refs or len(outs) != len(refs):
+        return False
+    return all(len(DeepDiff(a, b)) == 0 for a, b in zip(outs, refs))
 
 
-def append_labels_to_keys(kv_labeled_str):
-    output_lines = []
-    for line in kv_labeled_str.splitlines():
+def mark_wildcards(text):
+    """A line `key: value  # …*` marks `key` as a wildcard (`key*`)."""
+    lines = []
+    for line in text.splitlines():
         if "#" in line and line.rstrip().endswith("*"):
-            split = line.split(":", 1)
-            output_lines.append(split[0].rstrip() + "*:" + split[1])
-        else:
-            output_lines.append(line)
-    if kv_labeled_str.endswith("\n"):
-        output_lines.append("")
-    return "\n".join(output_lines)
+            head, tail = line.split(":", 1)
+            line = f"{head.rstrip()}*:{tail}"
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def get_leaf_nodes(target_dict):
-    leaf_nodes = []
-    for key, value in target_dict.items():
+def leaves(mapping, prefix=()):
+    """(key path, value, wildcard) of every leaf; lists of mappings are walked item by item."""
+    found = []
+    for key, value in mapping.items():
+        path = prefix + (key.rstrip("*"),)
         if isinstance(value, dict):
-            sub = get_leaf_nodes(value)
-            leaf_nodes += [{"key_path": [key.rstrip("*")] + l["key_path"], "value": l["value"], "wildcard": l["wildcard"]} for l in sub]
-        elif isinstance(value, list) and len(value) > 0 and isinstance(value[0], dict):
+            found += leaves(value, path)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
             for item in value:
-                sub = get_leaf_nodes(item)
-                leaf_nodes += [{"key_path": [key.rstrip("*")] + l["key_path"], "value": l["value"], "wildcard": l["wildcard"]} for l in sub]
+                found += leaves(item, path)
         else:
-            leaf_nodes.append({"key_path": [key.rstrip("*")], "value": value, "wildcard": key.endswith("*")})
-    return leaf_nodes
+            found.append((list(path), value, key.endswith("*")))
+    return found
 
 
-def calc_intersection(target_leaf_nodes, reference_leaf_nodes):
-    intersection = 0
-    for r in reference_leaf_nodes:
-        for t in target_leaf_nodes:
-            if t["key_path"] == r["key_path"]:
-                if r["wildcard"] or t["value"] == r["value"]:
-                    intersection += 1
-                    break
-    return intersection
+def matched(out_leaves, ref_leaves):
+    hits = 0
+    for rpath, rvalue, rwild in ref_leaves:
+        if any(opath == rpath and (rwild or ovalue == rvalue) for opath, ovalue, _ in out_leaves):
+            hits += 1
+    return hits
 
 
-def kv_wildcard_test(result_str, kv_labeled_str):
+def kv_wildcard_test(out_text, ref_text):
     try:
-        result_dict_list = load_all(result_str)
+        outs = load_all(out_text)
     except Exception:
-        return False
-    try:
-        kv_labeled_dict_list = load_all(append_labels_to_keys(kv_labeled_str))
-        assert len(kv_labeled_dict_list) > 0
-    except Exception as e:
-        raise Exception(f"Error occurred while loading [kv_labeled_str]: {e}") from e
-    diff_len = len(result_dict_list) - len(kv_labeled_dict_list)
-    if diff_len > 0:
-        kv_labeled_dict_list += [{} for _ in range(diff_len)]
-    elif diff_len < 0:
-        result_dict_list += [{} for _ in range(abs(diff_len))]
-    total_intersection = 0
-    total_union = 0
-    for result_dict, kv_labeled_dict in zip(result_dict_list, kv_labeled_dict_list):
-        rl = get_leaf_nodes(result_dict)
-        kl = get_leaf_nodes(kv_labeled_dict)
-        inter = calc_intersection(rl, kl)
-        total_intersection += inter
-        total_union += len(rl) + len(kl) - inter
-    return total_intersection / total_union
+        return 0.0
+    refs = load_all(mark_wildcards(ref_text))  # raises: the caller scores 0
+    if not refs:
+        raise ValueError("reference has no documents")
+    n = max(len(outs), len(refs))
+    outs = outs + [{}] * (n - len(outs))
+    refs = refs + [{}] * (n - len(refs))
+    inter = union = 0
+    for o, r in zip(outs, refs):
+        ol, rl = leaves(o), leaves(r)
+        hit = matched(ol, rl)
+        inter += hit
+        union += len(ol) + len(rl) - hit
+    return inter / union
 
 
 def kv_scores(ref, out):
