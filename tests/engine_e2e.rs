@@ -234,7 +234,7 @@ fn a_second_concurrent_run_is_refused() {
 fn generic_jsonl_and_parquet_sources_with_a_column_map() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let cfg = write_config(d, &[], "\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n");
+    let cfg = write_config(d, &[], "");
     let c = cfg.to_str().unwrap();
     run_ok(&["run", "--config", c]);
     let jsonl = d.join("pairs.jsonl.gz");

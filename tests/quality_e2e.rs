@@ -7,7 +7,7 @@ use common::*;
 #[test]
 fn validate_and_score_the_real_outputs_then_add_a_model() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(dir.path(), MODELS, "");
+    let cfg = write_quality_config(dir.path(), MODELS, "");
     let c = cfg.to_str().unwrap();
     let out = run_ok(&["run", "--config", c]);
     assert!(out.contains("725 references: "), "{out}");
@@ -36,7 +36,7 @@ fn validate_and_score_the_real_outputs_then_add_a_model() {
     // A seventh model whose outputs are all known texts: nothing new to embed.
     let seventh = dir.path().join("same-as-gpt-4o.csv.gz");
     std::fs::copy(output_file("gpt-4o"), &seventh).unwrap();
-    write_config(dir.path(), MODELS, &format!("\n[[models]]\nname = \"again\"\nbackend = \"import\"\npath = \"{}\"\n", seventh.display()));
+    write_quality_config(dir.path(), MODELS, &format!("\n[[models]]\nname = \"again\"\nbackend = \"import\"\npath = \"{}\"\n", seventh.display()));
     let plan = run_ok(&["plan", "--config", c]);
     let runs = plan.lines().filter(|l| l.starts_with("run ")).count();
     assert_eq!(runs, 4, "models table, import, validate and score of the new model only:\n{plan}");

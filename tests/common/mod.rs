@@ -16,8 +16,18 @@ pub fn output_file(model: &str) -> PathBuf {
     shared().join(format!("GitHubActions_{model}_output.csv.gz"))
 }
 
-/// A study over the real llm4ci data in `dir`, with `extra` appended (more models, stage params).
+/// A study over the real llm4ci data in `dir`, with `extra` appended (more models, stage params);
+/// import and dedupe only, so engine tests do not pay for embeddings.
 pub fn write_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
+    study(dir, models, &format!("{extra}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"))
+}
+
+/// The same study with validate and score on.
+pub fn write_quality_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
+    study(dir, models, extra)
+}
+
+fn study(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
     let mut s = format!(
         "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n[[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"llm4ci\"\npath = \"{}\"\nservice = \"github-actions\"\n",
         shared().join("GitHubActions_Docs.csv.gz").display()

@@ -56,12 +56,12 @@ impl Prepared {
         let clean = text::clean(text);
         let lj = text::lj_of_clean(&clean);
         let limits = Limits::default();
-        let loaded = doc2ci_yaml::load(&clean, &limits);
-        let canon = canon_of(&clean, loaded.as_ref().ok());
-        let tree = tree_of(loaded.as_ref().ok());
-        let docs = documents(&clean, loaded);
+        let docs = documents(&clean, &limits);
+        let single = single_document(&docs);
+        let canon = canon_of(&clean, single);
+        let tree = tree_of(single);
         let labelled_docs = kv::label_wildcards(&clean).map(|labelled| match labelled {
-            Ok(t) => documents(&t, doc2ci_yaml::load(&t, &limits)),
+            Ok(t) => documents(&t, &limits),
             Err(()) => None,
         });
         Prepared {
@@ -99,14 +99,20 @@ impl Prepared {
     }
 }
 
-/// The YAML documents of a cleaned text as CloudEval's `load_all` would give them: none for an
-/// empty text. doc2ci-yaml loads single documents only, so a multi-document text counts as not
-/// loading (the one known difference from the peer; no real pair is affected).
-fn documents(clean: &str, loaded: Result<Value, doc2ci_yaml::YamlError>) -> kv::Docs {
-    if clean.is_empty() {
-        return Some(Vec::new());
+/// The YAML documents of a cleaned text as CloudEval's `load_all` would give them (none for an
+/// empty or comments-only text), or None when the text does not load.
+fn documents(clean: &str, limits: &Limits) -> kv::Docs {
+    doc2ci_yaml::load_all(clean, limits).ok()
+}
+
+/// What `load` gives for the text, from its documents: `load` fails exactly where `load_all`
+/// fails or finds more than one document, and otherwise returns the only document (null for
+/// none, which `canon` and the tree treat as not loading anyway).
+fn single_document(docs: &kv::Docs) -> Option<&Value> {
+    match docs.as_deref() {
+        Some([one]) => Some(one),
+        _ => None,
     }
-    loaded.ok().map(|v| vec![v])
 }
 
 /// SPEC §5 tree: `root`; a mapping adds a child per key over its value, a sequence `item_i`
@@ -331,6 +337,31 @@ mod tests {
             labels,
             ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]
         );
+    }
+
+    #[test]
+    fn documents_are_all_of_the_stream_while_canon_and_tree_need_one() {
+        let ctx = CrystalContext::default();
+        // CloudEval scores each document: `a` matches, `b` is in both with other values.
+        let s = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 3\n", &ctx);
+        assert!(
+            (s.kv_wildcard - 1.0 / 3.0).abs() < 1e-12,
+            "{}",
+            s.kv_wildcard
+        );
+        assert_eq!(s.kv_exact, 0.0);
+        let same = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 2\n", &ctx);
+        assert_eq!((same.kv_exact, same.kv_wildcard), (1.0, 1.0));
+        // ruamel's `load` refuses a second document: canon falls back to lines, the tree is bare.
+        let p = Prepared::new("a: 1\n---\nb: 2\n", &ctx);
+        assert_eq!(p.canon(), "a: 1\n---\nb: 2");
+        assert_eq!(p.tree_nodes(), 1);
+        assert_eq!(p.docs.as_ref().map(Vec::len), Some(2));
+        // No document at all: `load_all` gives none, which CloudEval's reference check refuses.
+        let empty = Prepared::new("# only a comment\n", &ctx);
+        assert_eq!(empty.docs, Some(Vec::new()));
+        let nulls = score_pair("---\n", "---\n", &ctx);
+        assert_eq!((nulls.kv_exact, nulls.kv_wildcard), (1.0, 0.0));
     }
 
     #[test]

@@ -82,7 +82,41 @@ struct Builder<'a> {
     documents: usize,
 }
 
+/// Loads the only document of `text` (null for a stream without one).
 pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Value, YamlError> {
+    let mut docs = build_stream(text, limits, options, Documents::One)?;
+    debug_assert!(docs.len() <= 1);
+    Ok(docs.pop().unwrap_or(Value::Null {
+        text: String::new(),
+    }))
+}
+
+/// Loads every document of `text`, in order (none for a stream without one).
+pub(crate) fn build_all(
+    text: &str,
+    limits: &Limits,
+    options: &Options,
+) -> Result<Vec<Value>, YamlError> {
+    build_stream(text, limits, options, Documents::All)
+}
+
+/// How many documents a stream may hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Documents {
+    /// ruamel's `load`: a second document is an error.
+    One,
+    /// ruamel's `load_all`.
+    All,
+}
+
+/// The documents of the stream. The [`Limits`] on nodes and scalar bytes count the whole stream;
+/// anchors are scoped to their document, as ruamel's composer resets them per document.
+fn build_stream(
+    text: &str,
+    limits: &Limits,
+    options: &Options,
+    mode: Documents,
+) -> Result<Vec<Value>, YamlError> {
     let mut b = Builder {
         limits,
         options,
@@ -95,6 +129,7 @@ pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Va
         root: None,
         documents: 0,
     };
+    let mut docs = Vec::new();
     // saphyr adds a line break to a block scalar whose last line ends the input without one;
     // ruamel (like libyaml and the spec's `b-chomped-last`) does not.
     let unterminated_end = (!text.ends_with(['\n', '\r'])).then(|| text.chars().count());
@@ -113,16 +148,26 @@ pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Va
         let at = span.start;
         match event {
             Event::StreamEnd => break,
-            Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}
+            Event::Nothing | Event::StreamStart => {}
             Event::DocumentStart(_) => {
                 b.documents += 1;
-                if b.documents > 1 {
+                if mode == Documents::One && b.documents > 1 {
                     return Err(err(
                         ErrorKind::MultipleDocuments,
                         at,
                         "expected a single document in the stream, but found another document",
                     ));
                 }
+                // saphyr's event iterator keeps anchor names across documents (only its
+                // `load` clears them), so an alias to an earlier document's anchor arrives
+                // with that anchor's id: forgetting the values makes it undefined, as in ruamel.
+                b.anchors.clear();
+            }
+            Event::DocumentEnd => {
+                // The parser emits an empty scalar for an empty document, so a root is there.
+                docs.push(b.root.take().unwrap_or(Value::Null {
+                    text: String::new(),
+                }));
             }
             Event::Scalar(mut value, style, anchor, tag) => {
                 if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
@@ -139,9 +184,7 @@ pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Va
             Event::SequenceEnd | Event::MappingEnd => b.close(at)?,
         }
     }
-    Ok(b.root.unwrap_or(Value::Null {
-        text: String::new(),
-    }))
+    Ok(docs)
 }
 
 fn full_tag(tag: &Tag) -> String {

@@ -15,8 +15,9 @@
 //!   default: [`ErrorKind::DuplicateKey`] carries the key's path. Python's key equality
 //!   applies (`1`, `1.0` and `true` are the same key). ruamel skips the check in a mapping
 //!   that has a `<<` key (there the last value wins), and so does this crate.
-//! * **More than one document** is an error ([`ErrorKind::MultipleDocuments`]), as
-//!   ruamel's `load` raises "expected a single document in the stream".
+//! * **More than one document** is an error of [`load`] ([`ErrorKind::MultipleDocuments`]), as
+//!   ruamel's `load` raises "expected a single document in the stream"; [`load_all`] returns
+//!   every document, as ruamel's `load_all` does.
 //! * **Hostile input** is bounded by [`Limits`]: input size, nesting depth, nodes and scalar
 //!   bytes after alias expansion, scalar length; each fails fast with an error.
 //!
@@ -49,11 +50,12 @@ pub struct Limits {
     /// little above 400 levels; real CI files stay far below the default.
     pub max_depth: usize,
     /// Nodes materialised, counting every alias expansion and the copy kept per anchor:
-    /// this is what stops alias bombs.
+    /// this is what stops alias bombs. [`load_all`] counts all documents together.
     pub max_nodes: usize,
     /// Length of one scalar's text.
     pub max_scalar_bytes: usize,
-    /// Scalar text materialised in total after alias expansion (a bomb of long strings).
+    /// Scalar text materialised in total after alias expansion (a bomb of long strings), over
+    /// all documents for [`load_all`].
     pub max_total_scalar_bytes: usize,
 }
 
@@ -256,6 +258,30 @@ pub fn load(text: &str, limits: &Limits) -> Result<Value, YamlError> {
 
 /// [`load`] with loader [`Options`].
 pub fn load_with(text: &str, limits: &Limits, options: &Options) -> Result<Value, YamlError> {
+    check_input(text, limits)?;
+    build::build(text, limits, options)
+}
+
+/// Loads every document of a stream as `list(YAML(typ='safe').load_all(text))` would: none for
+/// an empty (or comments-only) text, a null for each empty document (`---` alone gives one).
+/// Anchors are scoped to their document; an error in any document fails the whole call; the
+/// [`Limits`] bound the whole stream (nodes and scalar bytes are totals over all documents).
+pub fn load_all(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlError> {
+    load_all_with(text, limits, &Options::default())
+}
+
+/// [`load_all`] with loader [`Options`].
+pub fn load_all_with(
+    text: &str,
+    limits: &Limits,
+    options: &Options,
+) -> Result<Vec<Value>, YamlError> {
+    check_input(text, limits)?;
+    build::build_all(text, limits, options)
+}
+
+/// The checks on the whole input that come before parsing.
+fn check_input(text: &str, limits: &Limits) -> Result<(), YamlError> {
     if text.len() > limits.max_input_bytes {
         return Err(YamlError {
             kind: ErrorKind::InputTooLarge,
@@ -268,8 +294,7 @@ pub fn load_with(text: &str, limits: &Limits, options: &Options) -> Result<Value
             ),
         });
     }
-    check_printable(text)?;
-    build::build(text, limits, options)
+    check_printable(text)
 }
 
 /// YAML's c-printable set, which ruamel's reader enforces on the whole stream.

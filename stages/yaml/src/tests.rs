@@ -369,3 +369,241 @@ fn huge_scalars_fail_fast() {
         ErrorKind::ScalarTooLong,
     );
 }
+
+/// `load_all` cases: (text, `json.dumps(list(load_all(text)), sort_keys=True, ...)` from
+/// ruamel.yaml 0.19.1's safe loader, "ERR" where it raises, "<python raises>" where the dump does).
+const LOAD_ALL_CASES: &[(&str, &str)] = &[
+    ("", "[]"),
+    ("---", "[null]"),
+    ("# only a comment\n", "[]"),
+    ("a: 1\n---\n", r#"[{"a":1},null]"#),
+    ("a: 1\n...\n", r#"[{"a":1}]"#),
+    ("--- 1\n--- 2\n", "[1,2]"),
+    ("a: 1\n---\nb: 2\n", r#"[{"a":1},{"b":2}]"#),
+    ("a: &x 1\n---\nb: *x\n", "ERR"),
+    (
+        "a: &x 1\n---\nb: &x 2\nc: *x\n",
+        r#"[{"a":1},{"b":2,"c":2}]"#,
+    ),
+    ("--- &a [1]\n--- *a\n", "ERR"),
+    ("x: &a {k: 1}\n---\ny:\n  <<: *a\n", "ERR"),
+    (
+        "a: &x {k: 1}\nb: *x\n---\nc: &x [2]\nd: *x\n",
+        r#"[{"a":{"k":1},"b":{"k":1}},{"c":[2],"d":[2]}]"#,
+    ),
+    ("a: 1\n---\nb: [\n", "ERR"),
+    ("a: 1\n---\na: 1\na: 2\n", "ERR"),
+    ("--- !Ref x\n--- 1\n", "ERR"),
+    ("--- 1\n--- 2024-13-45\n", "ERR"),
+    ("a: 1\nb\n---\n", "ERR"),
+    ("---\n...\n---\n...\n", "[null,null]"),
+    (
+        "%YAML 1.2\n---\na: 1\n...\n%YAML 1.2\n---\nb: 2\n",
+        r#"[{"a":1},{"b":2}]"#,
+    ),
+    ("--- |\n  x", r#"["x"]"#),
+    ("--- |\n  x\n--- >\n  y", r#"["x\n","y"]"#),
+    ("- a\n--- !!str\n", r#"[["a"],""]"#),
+    ("a: 1\n--- # c\n# d\n", r#"[{"a":1},null]"#),
+    (
+        "on: [push]\n---\n0x1F: [yes, no, ~, 1.50, 2024-01-02]\n",
+        r#"[{"on":["push"]},{"31":["yes","no",null,1.5,"2024-01-02"]}]"#,
+    ),
+    ("---\n---\n---\n", "[null,null,null]"),
+    ("'a'\n---\n- {b: c}\n", r#"["a",[{"b":"c"}]]"#),
+    ("a: 1\n---\n1: x\nb: y\n", "<python raises>"),
+];
+
+fn canon_all(text: &str) -> String {
+    match load_all(text, &Limits::default()) {
+        Ok(docs) => docs
+            .iter()
+            .map(canon_json)
+            .collect::<Option<Vec<_>>>()
+            .map_or_else(
+                || "<python raises>".into(),
+                |d| format!("[{}]", d.join(",")),
+            ),
+        Err(_) => "ERR".into(),
+    }
+}
+
+#[test]
+fn load_all_matches_ruamel_load_all() {
+    let wrong: Vec<String> = LOAD_ALL_CASES
+        .iter()
+        .filter(|(text, want)| canon_all(text) != *want)
+        .map(|(text, want)| format!("{text:?}: ours {} ruamel {want}", canon_all(text)))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // Live differential check when python3 has ruamel.yaml.
+    const PEER: &str = r#"
+import json, sys
+from ruamel.yaml import YAML
+out = []
+for t in json.load(sys.stdin):
+    try:
+        docs = list(YAML(typ="safe", pure=True).load_all(t))
+    except Exception:
+        out.append("ERR")
+        continue
+    try:
+        out.append(json.dumps(docs, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str))
+    except Exception:
+        out.append("<python raises>")
+print(json.dumps(out))
+"#;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let Ok(mut child) = Command::new("python3")
+        .args(["-c", PEER])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        println!("no python3: compared with the recorded ruamel results only");
+        return;
+    };
+    let texts: Vec<&str> = LOAD_ALL_CASES.iter().map(|(t, _)| *t).collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&texts).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("No module named 'ruamel'"),
+            "the ruamel peer failed:\n{stderr}"
+        );
+        println!("python3 lacks ruamel.yaml: compared with the recorded results only");
+        return;
+    }
+    let peer: Vec<String> = serde_json::from_slice(&out.stdout).expect("the peer prints JSON");
+    assert_eq!(peer.len(), texts.len());
+    let wrong: Vec<String> = texts
+        .iter()
+        .zip(&peer)
+        .filter(|(t, p)| canon_all(t) != **p)
+        .map(|(t, p)| format!("{t:?}: ours {} live ruamel {p}", canon_all(t)))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn load_all_of_one_document_is_load() {
+    let texts = [
+        "a: 1\n",
+        "---\na: &x {k: 1}\nb: *x\n...\n",
+        "- |\n  x",
+        "---",
+        "x: &x {a: 1, b: 1}\nz:\n  <<: [*x]\n  c: 3\n",
+    ];
+    for text in texts {
+        let one = load(text, &Limits::default()).unwrap();
+        assert_eq!(
+            load_all(text, &Limits::default()).unwrap(),
+            vec![one],
+            "{text:?}"
+        );
+    }
+    // The errors are the same ones, located alike.
+    for text in ["a: 1\na: 2\n", "a: [1,\n", "a: !Ref x\n", "a: x\u{7f}\n"] {
+        assert_eq!(
+            load_all(text, &Limits::default()).unwrap_err(),
+            load_err(text, &Limits::default()),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn load_all_errors_name_the_failing_document() {
+    let e = load_all("a: 1\n---\nb: 1\nb: 2\n", &Limits::default()).unwrap_err();
+    assert_eq!(
+        (e.kind, e.line),
+        (ErrorKind::DuplicateKey { path: "/b".into() }, 4)
+    );
+    let e = load_all("a: &x 1\n---\nb: *x\n", &Limits::default()).unwrap_err();
+    assert_eq!(
+        (e.kind.clone(), e.line, e.column),
+        (ErrorKind::Alias, 3, 4),
+        "{e}"
+    );
+    let v = load_all_with(
+        "a: 1\n---\nb: 2024-13-45\n",
+        &Limits::default(),
+        &Options::check_jsonschema(false),
+    )
+    .unwrap();
+    assert_eq!(
+        v.iter().map(to_json).collect::<Vec<_>>(),
+        [
+            serde_json::json!({"a": 1}),
+            serde_json::json!({"b": "2024-13-45"})
+        ]
+    );
+}
+
+#[test]
+fn load_all_limits_count_the_whole_stream() {
+    // Each document has 4 nodes and 6 scalar bytes: one loads under the limits, three do not.
+    let one = "[ab, cd, ef]\n";
+    let three = "[ab, cd, ef]\n---\n[ab, cd, ef]\n---\n[ab, cd, ef]\n";
+    let nodes = Limits {
+        max_nodes: 10,
+        ..Limits::default()
+    };
+    assert!(load_all(one, &nodes).is_ok());
+    assert_eq!(
+        load_all(three, &nodes).unwrap_err().kind,
+        ErrorKind::TooManyNodes
+    );
+    let bytes = Limits {
+        max_total_scalar_bytes: 15,
+        ..Limits::default()
+    };
+    assert!(load_all(one, &bytes).is_ok());
+    assert_eq!(
+        load_all(three, &bytes).unwrap_err().kind,
+        ErrorKind::ExpansionTooLarge
+    );
+    // Empty documents count too, so a stream of them is bounded by the node budget.
+    let empties = "---\n".repeat(11);
+    assert_eq!(load_all(&"---\n".repeat(10), &nodes).unwrap().len(), 10);
+    assert_eq!(
+        load_all(&empties, &nodes).unwrap_err().kind,
+        ErrorKind::TooManyNodes
+    );
+    // Depth is per document; the input size is the whole stream's.
+    let deep = "[[[1]]]\n---\n[[[2]]]\n";
+    let shallow = Limits {
+        max_depth: 3,
+        ..Limits::default()
+    };
+    assert_eq!(load_all(deep, &shallow).unwrap().len(), 2);
+    let small = Limits {
+        max_input_bytes: deep.len() - 1,
+        ..Limits::default()
+    };
+    assert_eq!(
+        load_all(deep, &small).unwrap_err().kind,
+        ErrorKind::InputTooLarge
+    );
+    // A bomb in a later document fails fast as in a single one.
+    let mut bomb = String::from("ok: 1\n---\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for w in names.windows(2) {
+        let refs = vec![format!("*{}", w[0]); 9].join(",");
+        bomb.push_str(&format!("{}: &{} [{}]\n", w[1], w[1], refs));
+    }
+    assert_fast(
+        "billion laughs in a second document",
+        || load_all(&bomb, &Limits::default()).unwrap_err(),
+        ErrorKind::TooManyNodes,
+    );
+}
