@@ -216,27 +216,6 @@ fn candle_batch(
     Ok(mean.broadcast_div(&norm)?.to_vec2::<f32>()?)
 }
 
-/// Cosine similarity; the embeddings are unit length, but a re-normalisation keeps this exact for any input.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        ab += x * y;
-        aa += x * x;
-        bb += y * y;
-    }
-    if aa == 0.0 || bb == 0.0 {
-        return 0.0;
-    }
-    ab / (aa.sqrt() * bb.sqrt())
-}
-
-/// SPEC §5 euclidean similarity: 1 / (1 + L2 distance).
-pub fn euclidean(a: &[f32], b: &[f32]) -> f64 {
-    let d: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
-    1.0 / (1.0 + d.sqrt())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,16 +228,5 @@ mod tests {
         assert_eq!(b, vec![vec![2], vec![4], vec![0, 1, 3], vec![5]]);
         let single = pack(&order, &ids, 4);
         assert_eq!(single.len(), 5, "{single:?}"); // a text over budget still gets its own batch
-    }
-
-    #[test]
-    fn similarity_formulas() {
-        let a = [1.0f32, 0.0];
-        let b = [0.0f32, 1.0];
-        assert!((cosine(&a, &b)).abs() < 1e-12);
-        assert!((cosine(&a, &a) - 1.0).abs() < 1e-12);
-        assert!((euclidean(&a, &b) - 1.0 / (1.0 + 2f64.sqrt())).abs() < 1e-12);
-        assert_eq!(euclidean(&a, &a), 1.0);
-        assert_eq!(cosine(&[0.0, 0.0], &a), 0.0);
     }
 }

@@ -4,7 +4,8 @@
 
 mod common;
 
-use doc2ci_embed::{cosine, euclidean, Backend, Embedder, Options, MAX_TOKENS};
+use doc2ci_embed::{Backend, Embedder, Options, MAX_TOKENS};
+use doc2ci_score::{cosine, euclidean};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;

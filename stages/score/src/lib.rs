@@ -306,6 +306,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn similarity_formulas() {
+        let a = [1.0f32, 0.0];
+        let b = [0.0f32, 1.0];
+        assert!(cosine(&a, &b).abs() < 1e-12);
+        assert!((cosine(&a, &a) - 1.0).abs() < 1e-12);
+        assert!((euclidean(&a, &b) - 1.0 / (1.0 + 2f64.sqrt())).abs() < 1e-12);
+        assert_eq!(euclidean(&a, &a), 1.0);
+        assert_eq!(cosine(&[0.0, 0.0], &a), 0.0);
+    }
+
+    #[test]
     fn layout_quoting_order_and_comments_do_not_break_exact() {
         let a = "# CI\non: [push]\njobs:\n  t:\n    runs-on: ubuntu-latest  # runner\n";
         let b = "jobs:\n  t: {runs-on: 'ubuntu-latest'}\non:\n  - push\n";
