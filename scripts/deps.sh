@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(pkg-config)
+# chromium + chromium-driver: the crawler's webdriver backend (headless, driven by chromedriver).
+APT_PACKAGES=(pkg-config chromium chromium-driver)
 # The peers of the differential tests (torch-based ones are not here: their outputs are committed).
 PIP_PACKAGES=(
   duckdb==2.0.1

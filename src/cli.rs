@@ -67,6 +67,17 @@ enum Cmd {
         #[arg(long)]
         from: Option<PathBuf>,
     },
+    /// Serve a documentation folder on loopback, with the crawler traps of docsite/TRAPS.md
+    /// (what crawl sources with `serve` do internally; for tests and benchmarks).
+    Serve {
+        /// The folder (e.g. docsite).
+        dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+        /// Append every request line to this file.
+        #[arg(long)]
+        log: Option<PathBuf>,
+    },
     /// Remove what no current partition needs: stale partitions, leftovers of killed runs.
     Gc {
         #[arg(long, short, default_value = "pipeline.toml")]
@@ -124,6 +135,14 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             }
         }
         Cmd::Gc { config } => gc(&config, ui),
+        Cmd::Serve { dir, addr, log } => {
+            let s = crate::crawl::server::Server::start(&dir, &addr, log.as_deref())?;
+            println!("serving {} at {}", dir.display(), s.origin());
+            std::io::stdout().flush()?;
+            loop {
+                std::thread::park();
+            }
+        }
         Cmd::Setup { from } => crate::assets::setup(from.as_deref(), ui.quiet()),
     }
 }

@@ -31,12 +31,26 @@ pub struct Service {
 #[derive(Debug, Clone, Serialize)]
 pub struct Source {
     pub name: String,
+    /// `import` (a file of pairs) or `crawl` (a documentation site).
     pub kind: String,
     pub format: String,
     pub path: PathBuf,
     pub service: String,
     pub columns: BTreeMap<String, String>,
     pub skip_bad_rows: bool,
+    pub crawl: Option<CrawlSource>,
+}
+
+/// A `kind = "crawl"` source: which profile, which site, which backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrawlSource {
+    pub profile_name: String,
+    pub profile: doc2ci_crawl::Profile,
+    /// A folder doc2ci serves on loopback itself (the bundled documentation site).
+    pub serve: Option<PathBuf>,
+    /// Or the origin of a documentation site (`https://docs.example.com`).
+    pub url: Option<String>,
+    pub backend: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,7 +82,63 @@ pub struct StageParams {
     pub validate: QualityParams,
     #[serde(default)]
     pub score: QualityParams,
+    #[serde(default)]
+    pub crawl: CrawlParams,
 }
+
+/// Politeness, limits and browser settings of every crawl source.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrawlParams {
+    /// `webdriver`, `http` or `auto` (webdriver when a browser is available, else http);
+    /// a source's own `backend` wins.
+    pub backend: String,
+    /// A running WebDriver server to use instead of starting `chromedriver`.
+    pub webdriver: Option<String>,
+    pub chromedriver: String,
+    /// The Chromium binary (default: whatever chromedriver finds).
+    pub chromium: Option<String>,
+    pub max_pages: usize,
+    /// Links followed from a start URL.
+    pub max_depth: u32,
+    /// Requests in flight at once on the site's host (`http`; one browser tab for `webdriver`).
+    pub concurrency: usize,
+    /// Requests started per second on the host; 0 = no limit.
+    pub rate_limit: f64,
+    /// Per request (`http`) or page load (`webdriver`).
+    pub timeout_secs: f64,
+    /// Extra attempts after a timeout, a connection error or a 5xx answer.
+    pub retries: u32,
+    pub max_redirects: usize,
+    /// Larger pages are recorded as too large, without their HTML.
+    pub max_page_bytes: u64,
+    /// Cached pages of a remote site younger than this are not fetched again.
+    pub max_age_hours: f64,
+    pub user_agent: String,
+}
+
+impl Default for CrawlParams {
+    fn default() -> Self {
+        Self {
+            backend: "auto".into(),
+            webdriver: None,
+            chromedriver: "chromedriver".into(),
+            chromium: None,
+            max_pages: 1000,
+            max_depth: 20,
+            concurrency: 4,
+            rate_limit: 10.0,
+            timeout_secs: 30.0,
+            retries: 2,
+            max_redirects: 5,
+            max_page_bytes: 5 << 20,
+            max_age_hours: 168.0,
+            user_agent: "doc2ci".into(),
+        }
+    }
+}
+
+pub const CRAWL_BACKENDS: &[&str] = &["webdriver", "http", "auto"];
 
 /// validate/score switches: a study of pairs alone (or without assets) can turn them off.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,6 +195,8 @@ struct RawConfig {
     models: Vec<Spanned<RawModel>>,
     #[serde(default)]
     stages: StageParams,
+    #[serde(default)]
+    profiles: BTreeMap<String, Spanned<doc2ci_crawl::Profile>>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +229,14 @@ struct RawSource {
     columns: BTreeMap<String, String>,
     #[serde(default)]
     skip_bad_rows: bool,
+    #[serde(default)]
+    profile: Option<Spanned<String>>,
+    #[serde(default)]
+    serve: Option<Spanned<String>>,
+    #[serde(default)]
+    url: Option<Spanned<String>>,
+    #[serde(default)]
+    backend: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -256,8 +336,21 @@ impl Config {
             let span = s.span();
             let s = s.into_inner();
             let service = known_service(&cx, &s.service, "sources.service")?;
+            if s.kind.get_ref() == "crawl" {
+                let src = crawl_source(&cx, span.clone(), s, service, &raw.profiles, &raw.stages.crawl)?;
+                if sources.iter().any(|x| x.name == src.name) {
+                    return cx.err(span, "sources.name", format!("duplicate source name `{}`: give one a `name`", src.name));
+                }
+                sources.push(src);
+                continue;
+            }
             if s.kind.get_ref() != "import" {
-                return cx.err(s.kind.span(), "sources.kind", format!("unsupported kind `{}` (supported: import)", s.kind.get_ref()));
+                return cx.err(s.kind.span(), "sources.kind", format!("unsupported kind `{}` (supported: import, crawl)", s.kind.get_ref()));
+            }
+            for (key, v) in [("profile", &s.profile), ("serve", &s.serve), ("url", &s.url), ("backend", &s.backend)] {
+                if let Some(v) = v {
+                    return cx.err(v.span(), &format!("sources.{key}"), "only crawl sources take this key");
+                }
             }
             let Some(path) = s.path else { return cx.err(span, "sources.path", "missing: an import source needs a file") };
             let full = cx.path(path.span(), "sources.path", path.get_ref())?;
@@ -280,7 +373,7 @@ impl Config {
             if sources.iter().any(|x| x.name == name) {
                 return cx.err(span, "sources.name", format!("duplicate source name `{name}`: give one a `name`"));
             }
-            sources.push(Source { name, kind: "import".into(), format, path: full, service, columns: s.columns, skip_bad_rows: s.skip_bad_rows });
+            sources.push(Source { name, kind: "import".into(), format, path: full, service, columns: s.columns, skip_bad_rows: s.skip_bad_rows, crawl: None });
         }
 
         let mut models: Vec<Model> = Vec::new();
@@ -340,6 +433,13 @@ impl Config {
         }
 
         let threads = raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
+        let c = &raw.stages.crawl;
+        if !CRAWL_BACKENDS.contains(&c.backend.as_str()) {
+            bail!("{}: `stages.crawl.backend`: unknown backend `{}` (one of {})", file.display(), c.backend, CRAWL_BACKENDS.join(", "));
+        }
+        if c.max_pages == 0 || c.concurrency == 0 || c.timeout_secs <= 0.0 || c.max_page_bytes == 0 || c.rate_limit < 0.0 {
+            bail!("{}: `stages.crawl`: max_pages, concurrency, timeout_secs and max_page_bytes must be positive, rate_limit not negative", file.display());
+        }
         if raw.stages.import.batch_size == 0 {
             bail!("{}: `stages.import.batch_size` must be at least 1", file.display());
         }
@@ -357,6 +457,68 @@ impl Config {
     pub fn service(&self, name: &str) -> Option<&Service> {
         self.services.iter().find(|s| s.name == name)
     }
+}
+
+/// A `kind = "crawl"` source checked against its profile and the crawl parameters.
+fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: String, profiles: &BTreeMap<String, Spanned<doc2ci_crawl::Profile>>, params: &CrawlParams) -> Result<Source> {
+    for (key, v) in [("path", &s.path), ("format", &s.format)] {
+        if let Some(v) = v {
+            return cx.err(v.span(), &format!("sources.{key}"), "a crawl source takes `serve` or `url`, not this key");
+        }
+    }
+    if !s.columns.is_empty() {
+        return cx.err(span, "sources.columns", "a crawl source has no columns");
+    }
+    let Some(pname) = s.profile else { return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)") };
+    let Some(profile) = profiles.get(pname.get_ref()) else {
+        let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
+        return cx.err(pname.span(), "sources.profile", format!("no profile `{}` (declared: {})", pname.get_ref(), if names.is_empty() { "none".into() } else { names.join(", ") }));
+    };
+    if let Err(m) = profile.get_ref().compile() {
+        return cx.err(profile.span(), &format!("profiles.{}", pname.get_ref()), m);
+    }
+    let (serve, url) = match (&s.serve, &s.url) {
+        (Some(d), None) => {
+            let full = cx.path(d.span(), "sources.serve", d.get_ref())?;
+            if !full.is_dir() {
+                return cx.err(d.span(), "sources.serve", format!("`{}` is not a folder", d.get_ref()));
+            }
+            (Some(full), None)
+        }
+        (None, Some(u)) => match url::Url::parse(u.get_ref()) {
+            Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => (None, Some(u.get_ref().clone())),
+            _ => return cx.err(u.span(), "sources.url", format!("`{}` is not an http(s) URL", u.get_ref())),
+        },
+        (Some(_), Some(u)) => return cx.err(u.span(), "sources.url", "give `serve` or `url`, not both"),
+        (None, None) => return cx.err(span, "sources.url", "missing: a crawl source needs `url` (a site) or `serve` (a folder doc2ci serves)"),
+    };
+    let backend = match &s.backend {
+        Some(b) if !CRAWL_BACKENDS.contains(&b.get_ref().as_str()) => return cx.err(b.span(), "sources.backend", format!("unknown backend `{}` (one of {})", b.get_ref(), CRAWL_BACKENDS.join(", "))),
+        Some(b) => b.get_ref().clone(),
+        None => params.backend.clone(),
+    };
+    let name = match &s.name {
+        Some(n) => {
+            if let Err(m) = check_name("source name", n.get_ref()) {
+                return cx.err(n.span(), "sources.name", m);
+            }
+            n.get_ref().clone()
+        }
+        None => pname.get_ref().clone(),
+    };
+    if let Err(m) = check_name("source name", &name) {
+        return cx.err(pname.span(), "sources.name", m);
+    }
+    Ok(Source {
+        name,
+        kind: "crawl".into(),
+        format: String::new(),
+        path: serve.clone().unwrap_or_default(),
+        service,
+        columns: BTreeMap::new(),
+        skip_bad_rows: false,
+        crawl: Some(CrawlSource { profile_name: pname.get_ref().clone(), profile: profile.get_ref().clone(), serve, url, backend }),
+    })
 }
 
 /// `GitHubActions_Docs.csv.gz` → `GitHubActions_Docs`: a readable default source name.

@@ -4,6 +4,7 @@
 pub mod assets;
 pub mod cli;
 pub mod config;
+pub mod crawl;
 pub mod engine;
 pub mod resources;
 pub mod sql;

@@ -24,11 +24,13 @@ use crate::config::Config;
 use crate::resources;
 use crate::engine::Node;
 use crate::ui::Ui;
-use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, SCORES, VALIDATIONS};
+use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, SCORES, VALIDATIONS};
 
 #[derive(Debug, Clone)]
 pub enum Task {
     ImportPairs { source: usize },
+    Crawl { source: usize },
+    Extract { source: usize, pages: Partition },
     Dedupe { service: String, inputs: Vec<Partition> },
     Models,
     ImportOutputs { model: usize },
@@ -46,6 +48,40 @@ pub struct TaskOutput {
 pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
     let mut nodes: Vec<Node> = Vec::new();
     for (i, s) in cfg.sources.iter().enumerate() {
+        if let Some(spec) = &s.crawl {
+            let pages = Partition::new(PAGES, &[&s.service, &s.name]);
+            let pr = &spec.profile;
+            // Remote sites are re-crawled once their pages are older than max_age.
+            let epoch = match &spec.url {
+                Some(_) if cfg.stages.crawl.max_age_hours > 0.0 => (chrono::Utc::now().timestamp() as f64 / 3600.0 / cfg.stages.crawl.max_age_hours).floor() as i64,
+                _ => 0,
+            };
+            nodes.push(Node {
+                stage: "crawl",
+                part: pages.clone(),
+                deps: vec![],
+                files: spec.serve.as_deref().map(served_files).unwrap_or_default(),
+                pinned: vec![],
+                params: json!({"start_urls": pr.start_urls, "allowed_prefixes": pr.allowed_prefixes, "keep_query": pr.keep_query,
+                               "url": spec.url, "backend": crate::crawl::resolve_backend(cfg, spec), "crawl": cfg.stages.crawl, "epoch": epoch}),
+                version: 1,
+                task: Task::Crawl { source: i },
+                model: None,
+            });
+            let crawl_node = nodes.len() - 1;
+            nodes.push(Node {
+                stage: "extract",
+                part: Partition::new(PAIRS_RAW, &[&s.service, &s.name]),
+                deps: vec![crawl_node],
+                files: vec![],
+                pinned: vec![],
+                params: json!({"content_root": pr.content_root, "remove": pr.remove, "yaml_blocks": pr.yaml_blocks, "code_blocks": pr.code_blocks}),
+                version: 1,
+                task: Task::Extract { source: i, pages },
+                model: None,
+            });
+            continue;
+        }
         nodes.push(Node {
             stage: "import",
             part: Partition::new(PAIRS_RAW, &[&s.service, &s.name]),
@@ -59,7 +95,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
         });
     }
     for svc in &cfg.services {
-        let deps: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.get("service") == Some(&svc.name)).map(|(i, _)| i).collect();
+        let deps: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == PAIRS_RAW.name && n.part.get("service") == Some(&svc.name)).map(|(i, _)| i).collect();
         if deps.is_empty() {
             continue;
         }
@@ -176,6 +212,27 @@ fn add_quality_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
     Ok(())
 }
 
+/// Every file of a served folder, so an edit of the site re-crawls it.
+fn served_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
 fn model_rows(cfg: &Config) -> Vec<ModelRow> {
     cfg.models
         .iter()
@@ -194,6 +251,14 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
                 doc2ci_import::to_raw_pair(&rec, &map, &s.service, &s.name, position).map(Some)
             })?;
             finish(wh, node, key, &rows, note)
+        }
+        Task::Crawl { source } => {
+            let (pages, note) = crate::crawl::crawl(cfg, &cfg.sources[*source], wh, node, key, ui)?;
+            finish(wh, node, key, &pages, Some(note))
+        }
+        Task::Extract { source, pages } => {
+            let (rows, note) = crate::crawl::extract(&cfg.sources[*source], wh, pages)?;
+            finish(wh, node, key, &rows, Some(note))
         }
         Task::Dedupe { service, inputs } => {
             let mut raw: Vec<RawPair> = Vec::new();

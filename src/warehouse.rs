@@ -30,6 +30,8 @@ pub struct TableDef {
 }
 
 pub const PAIRS_RAW: TableDef = TableDef { name: "pairs_raw", partition_cols: &["service", "source"] };
+/// Crawled pages, raw HTML included (compressed by the Parquet writer).
+pub const PAGES: TableDef = TableDef { name: "pages", partition_cols: &["service", "source"] };
 pub const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
 pub const GENERATIONS: TableDef = TableDef { name: "generations", partition_cols: &["service", "model"] };
 pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
@@ -38,7 +40,7 @@ pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", part
 pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
 pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
 
-pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES];
+pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)

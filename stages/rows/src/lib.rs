@@ -23,6 +23,38 @@ pub struct RawPair {
     pub position: u64,
 }
 
+/// One fetched documentation page (or the failure to fetch it), kept so extraction can be
+/// re-run after a profile or extractor change without crawling again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page {
+    pub service: String,
+    pub source: String,
+    /// Fetch order within the crawl: pairs are numbered in this order.
+    pub seq: u64,
+    /// The URL as queued (normalised).
+    pub requested_url: String,
+    /// Where the page ended up (after HTTP redirects, or the browser's `document.URL`).
+    pub url: String,
+    /// Links from the start URLs.
+    pub depth: u32,
+    pub backend: String,
+    /// HTTP status when known (the `webdriver` backend reads it from the Navigation Timing API).
+    pub status: Option<u32>,
+    pub content_type: Option<String>,
+    /// The encoding the page was decoded with.
+    pub encoding: Option<String>,
+    /// Size of the page as fetched (or as far as it was read, for a page over the size limit).
+    pub bytes: u64,
+    /// The decoded HTML (null on failure); the table's Parquet files store it zstd-compressed.
+    pub html: Option<String>,
+    /// In-scope links of the page, normalised: the crawl frontier is rebuilt from them on resume.
+    pub links: Vec<String>,
+    pub error: Option<String>,
+    pub fetched_at: String,
+    /// Milliseconds spent fetching (retries included).
+    pub fetch_ms: u64,
+}
+
 /// A deduplicated pair: the unit every generation is scored against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pair {

@@ -1,0 +1,212 @@
+//! A small loopback HTTP/1.1 server for a documentation folder: the default study crawls the
+//! bundled `docsite/` through it, and the crawler tests count its requests.
+//!
+//! Besides the folder's files it answers the trap URLs of `docsite/TRAPS.md` that need server
+//! behaviour (under `/traps/`): an HTTP redirect chain, a longer chain, a redirect off-site, a
+//! 10 MB page and a page that never finishes. Plain threads, one per connection: the crawler is
+//! its only client, and keeping it free of an async runtime lets it run inside any caller.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Serves `root` on `addr` (port 0: a free one). Every request line is appended to `log`
+    /// (flushed at once) so a test can count requests across crawler restarts.
+    pub fn start(root: &Path, addr: &str, log: Option<&Path>) -> Result<Server> {
+        let root = root.canonicalize().with_context(|| format!("cannot serve {}: no such folder", root.display()))?;
+        let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+        let addr = listener.local_addr()?;
+        let log = match log {
+            Some(p) => Some(Arc::new(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("cannot open request log {}", p.display()))?))),
+            None => None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        std::thread::Builder::new().name("docsite-server".into()).spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (root, log) = (root.clone(), log.clone());
+                let _ = std::thread::Builder::new().name("docsite-conn".into()).spawn(move || {
+                    let _ = handle(conn, &root, log.as_deref());
+                });
+            }
+        })?;
+        Ok(Server { addr, stop })
+    }
+
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}
+
+const HUGE_BYTES: usize = 10 << 20;
+
+fn handle(conn: TcpStream, root: &Path, log: Option<&Mutex<std::fs::File>>) -> Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut w = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let line = line.trim_end().to_string();
+        // Headers: read and ignore (no request bodies are expected).
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
+                break;
+            }
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
+        if let Some(log) = log {
+            let mut f = log.lock().unwrap();
+            writeln!(f, "{method} {target}")?;
+            f.flush()?;
+        }
+        let path = target.split(['?', '#']).next().unwrap_or("/");
+        let head = method == "HEAD";
+        match path {
+            "/traps/http-redirect-1.html" => redirect(&mut w, "/traps/http-redirect-2.html")?,
+            "/traps/http-redirect-2.html" => redirect(&mut w, "/traps/http-redirect-3.html")?,
+            "/traps/http-redirect-3.html" => redirect(&mut w, "/traps/redirect-final.html")?,
+            "/traps/http-redirect-offsite.html" => redirect(&mut w, "https://off-site.example.com/landing.html")?,
+            p if p.starts_with("/traps/http-redirect-long-") => {
+                // /traps/http-redirect-long-N.html → N+1, ten hops before the final page.
+                let n: u32 = p.trim_start_matches("/traps/http-redirect-long-").trim_end_matches(".html").parse().unwrap_or(0);
+                let next = if n >= 10 { "/traps/redirect-final.html".to_string() } else { format!("/traps/http-redirect-long-{}.html", n + 1) };
+                redirect(&mut w, &next)?
+            }
+            "/traps/huge.html" => huge(&mut w, head)?,
+            "/traps/never-loads.html" => {
+                never_loads(&mut w);
+                return Ok(());
+            }
+            _ => file(&mut w, root, path, head)?,
+        }
+        w.flush()?;
+    }
+}
+
+fn respond(w: &mut TcpStream, status: &str, ctype: &str, body: &[u8], extra: &str, head: bool) -> Result<()> {
+    write!(w, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}\r\n", body.len())?;
+    if !head {
+        w.write_all(body)?;
+    }
+    Ok(())
+}
+
+fn redirect(w: &mut TcpStream, to: &str) -> Result<()> {
+    respond(w, "302 Found", "text/html", b"<!DOCTYPE html><title>Moved</title>", &format!("Location: {to}\r\n"), false)
+}
+
+fn huge(w: &mut TcpStream, head: bool) -> Result<()> {
+    let open = b"<!DOCTYPE html><html><head><title>Huge</title></head><body><main id=\"main-content\"><article class=\"markdown-body\"><h1>Huge page</h1>";
+    let close = b"</article></main></body></html>";
+    let para = b"<p>This paragraph repeats until the page weighs ten megabytes.</p>\n";
+    let n = (HUGE_BYTES - open.len() - close.len()) / para.len();
+    let len = open.len() + n * para.len() + close.len();
+    write!(w, "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {len}\r\n\r\n")?;
+    if head {
+        return Ok(());
+    }
+    w.write_all(open)?;
+    let chunk: Vec<u8> = para.iter().copied().cycle().take(para.len() * 1000).collect();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(1000);
+        w.write_all(&chunk[..k * para.len()])?;
+        left -= k;
+    }
+    w.write_all(close)?;
+    Ok(())
+}
+
+/// Headers and a first chunk, then one byte a second until the client goes away.
+fn never_loads(w: &mut TcpStream) {
+    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let first = b"<!DOCTYPE html><html><head><title>Never loads</title></head><body><main id=\"main-content\"><article class=\"markdown-body\"><h1>Still loading</h1>";
+    let _ = write!(w, "{:x}\r\n", first.len());
+    let _ = w.write_all(first);
+    let _ = w.write_all(b"\r\n");
+    for _ in 0..600 {
+        std::thread::sleep(Duration::from_secs(1));
+        if w.write_all(b"1\r\n \r\n").and_then(|_| w.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool) -> Result<()> {
+    let Some(p) = resolve(root, path) else {
+        return respond(w, "404 Not Found", "text/html", b"<!DOCTYPE html><title>Not found</title><p>Not found.</p>", "", head);
+    };
+    let body = std::fs::read(&p)?;
+    let ctype = match p.extension().and_then(|e| e.to_str()) {
+        // No charset: pages declare theirs (the ISO-8859-1 trap page relies on it).
+        Some("html") => "text/html",
+        Some("css") => "text/css",
+        Some("txt") | Some("md") => "text/plain; charset=utf-8",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    };
+    respond(w, "200 OK", ctype, &body, "", head)
+}
+
+/// URL path → a file under root; `..`, hidden files and folders without an index are refused.
+fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
+    let decoded = percent_decode(path);
+    let mut p = root.to_path_buf();
+    for c in Path::new(decoded.trim_start_matches('/')).components() {
+        match c {
+            Component::Normal(s) if !s.to_string_lossy().starts_with('.') => p.push(s),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    if p.is_dir() {
+        p.push("index.html");
+    }
+    p.is_file().then_some(p)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,95 @@
+//! Crawl logic with no I/O: site profiles, URL scope and normalisation, robots.txt, page
+//! decoding, link discovery, and the study's section → pair extraction.
+//!
+//! The engine fetches pages (HTTP or a browser) and calls into this crate; everything here is a
+//! function of its arguments, so the golden test can run it over the bundled site's files.
+//! `docsite/check.py` is the Python reference of [`extract`]; the two must agree pair for pair.
+
+mod extract;
+mod robots;
+mod urls;
+
+pub use extract::{extract, links, Extraction, Extracted, Skipped};
+pub use robots::Robots;
+pub use urls::{decode_page, in_scope, normalize, Scope};
+
+use scraper::Selector;
+use serde::{Deserialize, Serialize};
+
+/// A site profile (`[profiles.NAME]` of pipeline.toml): where a crawl starts, what it may
+/// follow and how its markup marks content, chrome and YAML. Real sites differ; the profile,
+/// not code, says which markup is which.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Informational: which service this markup documents (sources name the service).
+    #[serde(default)]
+    pub service: Option<String>,
+    /// Paths (or absolute URLs) resolved against the source's origin.
+    pub start_urls: Vec<String>,
+    /// URL path prefixes the crawl may follow; everything else is never requested.
+    pub allowed_prefixes: Vec<String>,
+    /// Keep query strings when normalising URLs (dropped by default: `?ref=sidebar` is one page).
+    #[serde(default)]
+    pub keep_query: bool,
+    /// The element holding the documentation text (its first match).
+    pub content_root: String,
+    /// Removed before extraction, matched against the whole document.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    /// Nodes whose text content is a candidate YAML reference.
+    pub yaml_blocks: Vec<String>,
+    /// Code nodes without a YAML block inside: skipped and counted.
+    #[serde(default)]
+    pub code_blocks: Vec<String>,
+}
+
+/// A profile with its selectors parsed.
+pub struct Compiled {
+    pub profile: Profile,
+    pub(crate) content_root: Selector,
+    pub(crate) remove: Option<Selector>,
+    pub(crate) yaml: Selector,
+    pub(crate) code: Option<Selector>,
+}
+
+impl Profile {
+    /// Parses every selector; the error names the key and the selector.
+    pub fn compile(&self) -> Result<Compiled, String> {
+        fn sel(key: &str, list: &[String]) -> Result<Option<Selector>, String> {
+            if list.is_empty() {
+                return Ok(None);
+            }
+            for s in list {
+                Selector::parse(s).map_err(|e| format!("`{key}`: invalid CSS selector `{s}`: {e}"))?;
+            }
+            Ok(Some(Selector::parse(&list.join(", ")).map_err(|e| format!("`{key}`: {e}"))?))
+        }
+        if self.start_urls.is_empty() {
+            return Err("`start_urls`: at least one start URL is needed".into());
+        }
+        if self.allowed_prefixes.is_empty() {
+            return Err("`allowed_prefixes`: at least one prefix is needed".into());
+        }
+        if self.yaml_blocks.is_empty() {
+            return Err("`yaml_blocks`: at least one selector is needed".into());
+        }
+        Ok(Compiled {
+            profile: self.clone(),
+            content_root: sel("content_root", std::slice::from_ref(&self.content_root))?.expect("one selector"),
+            remove: sel("remove", &self.remove)?,
+            yaml: sel("yaml_blocks", &self.yaml_blocks)?.expect("checked non-empty"),
+            code: sel("code_blocks", &self.code_blocks)?,
+        })
+    }
+}
+
+/// Does `text` load (YAML 1.2, as the study's ruamel loader) as a mapping or a sequence?
+/// `Err` carries the parse error; `Ok(false)` is a scalar.
+pub fn yaml_collection(text: &str) -> Result<bool, String> {
+    let opts = doc2ci_yaml::Options { timestamps_as_strings: false, gitlab_reference_tag: true };
+    match doc2ci_yaml::load_with(text, &doc2ci_yaml::Limits::default(), &opts) {
+        Ok(v) => Ok(v.is_mapping() || v.is_sequence()),
+        Err(e) => Err(e.to_string()),
+    }
+}
