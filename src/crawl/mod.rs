@@ -60,6 +60,13 @@ struct RateLimit {
 }
 
 impl RateLimit {
+    fn until_next(&self) -> Duration {
+        match self.interval {
+            Some(_) => self.next.saturating_duration_since(Instant::now()),
+            None => Duration::ZERO,
+        }
+    }
+
     async fn wait(&mut self) {
         let Some(iv) = self.interval else { return };
         let now = Instant::now();
@@ -165,8 +172,21 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
     let t0 = Instant::now();
     let result: Result<()> = async {
         loop {
-            while inflight.len() < concurrency && pages.len() + inflight.len() < p.max_pages {
-                let Some((u, depth)) = queue.pop_front() else { break };
+            // Finished fetches are processed (and checkpointed) first, in queue order, so a page
+            // that was answered is never left uncommitted while the crawler waits for a slot.
+            let front_done = match inflight.front() {
+                Some((_, _, Job::Ready(_))) => true,
+                Some((_, _, Job::Task(h))) => h.is_finished(),
+                None => false,
+            };
+            let can_start = inflight.len() < concurrency && pages.len() + inflight.len() < p.max_pages && !queue.is_empty();
+            if !front_done && can_start {
+                let wait = rate.until_next();
+                if !wait.is_zero() && !inflight.is_empty() {
+                    tokio::time::sleep(wait.min(Duration::from_millis(5))).await;
+                    continue;
+                }
+                let (u, depth) = queue.pop_front().expect("checked non-empty");
                 if depth > p.max_depth {
                     too_deep += 1;
                     continue;
@@ -187,6 +207,7 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
                     }
                 };
                 inflight.push_back((u, depth, job));
+                continue;
             }
             let Some((u, depth, job)) = inflight.pop_front() else { break };
             let f = match job {
