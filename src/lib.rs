@@ -5,6 +5,7 @@ pub mod assets;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod generation;
 pub mod resources;
 pub mod sql;
 pub mod tasks;
