@@ -32,3 +32,22 @@ if [ "$need_pip" = 1 ]; then
   echo "deps: pip install ${PIP_PACKAGES[*]}" >&2
   python3 -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
 fi
+
+# Model backends (issue 5): llama.cpp's OpenAI-compatible server and the `openai` client, the peers of the
+# doc2ci-llm/doc2ci-smollm tests and bench/client.sh. pip builds llama.cpp from source: it needs cmake and a C++
+# compiler, and must not use native CPU flags (its AMX kernel crashes in this VM; SPEC §9).
+LLM_APT=(cmake build-essential)
+llm_missing=()
+for p in "${LLM_APT[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || llm_missing+=("$p")
+done
+if [ ${#llm_missing[@]} -gt 0 ]; then
+  echo "deps: apt-get install ${llm_missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${llm_missing[@]}" >/dev/null
+fi
+if ! python3 -c 'import llama_cpp, llama_cpp.server, openai; assert llama_cpp.__version__ == "0.3.36"' >/dev/null 2>&1; then
+  echo "deps: pip install llama-cpp-python[server]==0.3.36 openai==3.57.0 (builds llama.cpp, several minutes)" >&2
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install -q --disable-pip-version-check \
+    "llama-cpp-python[server]==0.3.36" openai==3.57.0
+fi

@@ -1,19 +1,36 @@
-//! Chat backends shared by the generate and repair stages.
-use std::sync::Arc;
+//! Chat backends shared by the generate and repair stages: an OpenAI-compatible `/chat/completions` client and
+//! Ollama's native `/api/chat`, each a pool over several endpoints with per-endpoint concurrency, request and token
+//! rate limits, retries with exponential backoff and full jitter, a request timeout and a cap on the response size.
+//! API keys are read from the environment at construction and only ever sent in the `Authorization` header.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+use serde_json::{json, Map, Value};
+use tokio::sync::Semaphore;
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Message {
     pub role: String,
     pub content: String,
 }
 
+impl Message {
+    pub fn new(role: &str, content: impl Into<String>) -> Message {
+        Message { role: role.to_string(), content: content.into() }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Request {
     pub messages: Vec<Message>,
+    /// 0 = greedy.
     pub temperature: f32,
+    /// Output cap.
     pub max_tokens: u32,
     pub seed: Option<u64>,
-    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// Backend-specific parameters from config, merged into the request body (they win over ours).
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -22,37 +39,57 @@ pub struct Reply {
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
     pub latency_ms: f64,
+    /// "stop" | "length" | ... as the server said; "length" means the output hit `max_tokens`.
     pub finish_reason: Option<String>,
+    /// Which endpoint of a pool answered.
     pub endpoint: String,
+    /// 1 + retries used.
     pub attempts: u32,
 }
 
+/// Every variant's message names the endpoint URL (or model) and what happened.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
+    /// Non-retryable HTTP status (4xx except 408/429).
     #[error("{0}")]
     Http(String),
+    /// 429/408/5xx/connection refused or reset/timeout; returned once the retries are exhausted.
     #[error("{0}")]
     Retryable(String),
+    /// Garbage, empty, non-UTF-8, oversized or unparsable body.
     #[error("{0}")]
     BadResponse(String),
     #[error("{0}")]
     Other(String),
 }
 
+impl LlmError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, LlmError::Retryable(_))
+    }
+}
+
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError>;
+    /// For messages, e.g. "openai http://127.0.0.1:8080/v1 model=smollm2".
     fn describe(&self) -> String;
 }
 
+/// Resilience knobs, per endpoint unless said otherwise.
 #[derive(Debug, Clone)]
 pub struct Limits {
+    /// In-flight requests per endpoint.
     pub concurrency: usize,
+    /// Requests are spaced `60/rpm` seconds apart per endpoint, so no 60-s window ever holds more than `rpm`.
     pub requests_per_minute: Option<u32>,
+    /// Sliding 60-s window over prompt+completion tokens (estimated before sending, corrected from `usage`).
     pub tokens_per_minute: Option<u32>,
+    /// Retries on 429/408/5xx/reset/refused/timeout, exponential backoff with full jitter (per pool request).
     pub retries: u32,
     pub backoff_initial_ms: u64,
     pub backoff_max_ms: u64,
+    /// Per attempt: connect, send, and reading the whole body.
     pub timeout_ms: u64,
 }
 
@@ -72,26 +109,487 @@ impl Default for Limits {
 
 #[derive(Debug, Clone)]
 pub struct OpenAiConfig {
+    /// e.g. `http://127.0.0.1:8080/v1`; `/chat/completions` is appended.
     pub base_urls: Vec<String>,
     pub model: String,
+    /// Name of the environment variable holding the key (sent as `Authorization: Bearer`).
     pub api_key_env: Option<String>,
     pub limits: Limits,
 }
 
 #[derive(Debug, Clone)]
 pub struct OllamaConfig {
+    /// e.g. `http://127.0.0.1:11434`; `/api/chat` is appended.
     pub base_urls: Vec<String>,
     pub model: String,
     pub num_ctx: Option<u32>,
     pub limits: Limits,
 }
 
+/// Responses larger than this are refused (an endless body must not exhaust memory).
+pub const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// A pool over `base_urls` speaking OpenAI's chat-completions protocol.
 pub fn openai(cfg: OpenAiConfig) -> Result<Arc<dyn Backend>, LlmError> {
-    let _ = cfg;
-    todo!()
+    let key = match &cfg.api_key_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(k) if !k.trim().is_empty() => Some(k.trim().to_string()),
+            _ => {
+                return Err(LlmError::Other(format!(
+                    "openai model={}: api_key_env {var} is not set in the environment",
+                    cfg.model
+                )))
+            }
+        },
+    };
+    let pool = Pool::new("openai", &cfg.base_urls, "/chat/completions", &cfg.model, cfg.limits)?;
+    Ok(Arc::new(OpenAi { pool, model: cfg.model, key }))
 }
 
+/// A pool over `base_urls` speaking Ollama's native `/api/chat`.
 pub fn ollama(cfg: OllamaConfig) -> Result<Arc<dyn Backend>, LlmError> {
-    let _ = cfg;
-    todo!()
+    let pool = Pool::new("ollama", &cfg.base_urls, "/api/chat", &cfg.model, cfg.limits)?;
+    Ok(Arc::new(Ollama { pool, model: cfg.model, num_ctx: cfg.num_ctx }))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Protocols
+
+struct OpenAi {
+    pool: Pool,
+    model: String,
+    key: Option<String>,
+}
+
+impl OpenAi {
+    fn body(&self, req: &Request) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), json!(req.messages));
+        body.insert("temperature".into(), json!(req.temperature));
+        body.insert("max_tokens".into(), json!(req.max_tokens));
+        if let Some(seed) = req.seed {
+            body.insert("seed".into(), json!(seed));
+        }
+        body.insert("stream".into(), json!(false));
+        for (k, v) in &req.extra {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
+}
+
+/// `choices[0].message.content`, `finish_reason`, `usage` of a chat-completions response.
+pub fn parse_openai(v: &Value) -> Result<(String, Option<String>, Option<u32>, Option<u32>), String> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.first())
+        .ok_or_else(|| format!("no choices[0] in {}", snippet(&v.to_string())))?;
+    let message = choice.get("message").ok_or("choices[0] has no message")?;
+    let text = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        // Reasoning or tool-calling models may send null content; an empty answer is still an answer.
+        Some(Value::Null) | None => String::new(),
+        Some(other) => return Err(format!("choices[0].message.content is not a string: {}", snippet(&other.to_string()))),
+    };
+    let finish = choice.get("finish_reason").and_then(|f| f.as_str()).map(str::to_string);
+    let usage = v.get("usage");
+    let num = |k: &str| usage.and_then(|u| u.get(k)).and_then(|n| n.as_u64()).map(|n| n as u32);
+    Ok((text, finish, num("prompt_tokens"), num("completion_tokens")))
+}
+
+#[async_trait::async_trait]
+impl Backend for OpenAi {
+    async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
+        let body = self.body(req);
+        self.pool.run(req, &body, self.key.as_deref(), parse_openai).await
+    }
+    fn describe(&self) -> String {
+        format!("openai {} model={}", self.pool.urls(), self.model)
+    }
+}
+
+struct Ollama {
+    pool: Pool,
+    model: String,
+    num_ctx: Option<u32>,
+}
+
+/// Keys of Ollama's /api/chat body that live at the top level; every other extra parameter is a model option.
+const OLLAMA_TOP_LEVEL: &[&str] = &["format", "keep_alive", "think", "tools", "template", "raw", "images"];
+
+impl Ollama {
+    fn body(&self, req: &Request) -> Value {
+        let mut options = Map::new();
+        options.insert("temperature".into(), json!(req.temperature));
+        options.insert("num_predict".into(), json!(req.max_tokens));
+        if let Some(seed) = req.seed {
+            options.insert("seed".into(), json!(seed));
+        }
+        if let Some(n) = self.num_ctx {
+            options.insert("num_ctx".into(), json!(n));
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), json!(req.messages));
+        body.insert("stream".into(), json!(false));
+        for (k, v) in &req.extra {
+            if k == "options" {
+                if let Value::Object(o) = v {
+                    options.extend(o.clone());
+                }
+            } else if OLLAMA_TOP_LEVEL.contains(&k.as_str()) {
+                body.insert(k.clone(), v.clone());
+            } else {
+                options.insert(k.clone(), v.clone());
+            }
+        }
+        body.insert("options".into(), Value::Object(options));
+        Value::Object(body)
+    }
+}
+
+/// `message.content`, `done_reason`, `prompt_eval_count`, `eval_count` of an Ollama chat response.
+pub fn parse_ollama(v: &Value) -> Result<(String, Option<String>, Option<u32>, Option<u32>), String> {
+    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(format!("error in a 200 response: {}", snippet(err)));
+    }
+    let text = v
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(|c| c.as_str())
+        .ok_or_else(|| format!("no message.content in {}", snippet(&v.to_string())))?
+        .to_string();
+    if v.get("done").and_then(|d| d.as_bool()) == Some(false) {
+        return Err("response has done=false (a streamed chunk, not a whole answer)".into());
+    }
+    let finish = v.get("done_reason").and_then(|f| f.as_str()).map(str::to_string);
+    let num = |k: &str| v.get(k).and_then(|n| n.as_u64()).map(|n| n as u32);
+    Ok((text, finish, num("prompt_eval_count"), num("eval_count")))
+}
+
+#[async_trait::async_trait]
+impl Backend for Ollama {
+    async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
+        let body = self.body(req);
+        self.pool.run(req, &body, None, parse_ollama).await
+    }
+    fn describe(&self) -> String {
+        format!("ollama {} model={}", self.pool.urls(), self.model)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pool, limiters, retries
+
+type Parsed = (String, Option<String>, Option<u32>, Option<u32>);
+
+struct Endpoint {
+    /// The full URL requests go to.
+    url: String,
+    sem: Semaphore,
+    /// Requests waiting for or holding a permit: the load used to pick an endpoint.
+    load: AtomicUsize,
+    spacing: Option<Spacing>,
+    tokens: Option<TokenWindow>,
+}
+
+struct Pool {
+    kind: &'static str,
+    model: String,
+    endpoints: Vec<Endpoint>,
+    limits: Limits,
+    client: reqwest::Client,
+    next: AtomicUsize,
+}
+
+/// Failure of one attempt: the error plus a server-requested delay.
+struct Failure {
+    err: LlmError,
+    retry_after: Option<Duration>,
+}
+
+impl Pool {
+    fn new(kind: &'static str, base_urls: &[String], path: &str, model: &str, limits: Limits) -> Result<Pool, LlmError> {
+        if base_urls.is_empty() {
+            return Err(LlmError::Other(format!("{kind} model={model}: no base_url configured")));
+        }
+        if limits.concurrency == 0 {
+            return Err(LlmError::Other(format!("{kind} model={model}: concurrency must be at least 1")));
+        }
+        let mut endpoints = Vec::new();
+        for base in base_urls {
+            let base = base.trim().trim_end_matches('/');
+            let url = format!("{base}{path}");
+            let parsed = reqwest::Url::parse(&url)
+                .map_err(|e| LlmError::Other(format!("{kind} model={model}: bad base_url {base:?}: {e}")))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(LlmError::Other(format!("{kind} model={model}: base_url {base:?} is not http(s)")));
+            }
+            endpoints.push(Endpoint {
+                url,
+                sem: Semaphore::new(limits.concurrency),
+                load: AtomicUsize::new(0),
+                spacing: limits.requests_per_minute.filter(|&r| r > 0).map(|r| Spacing::new(Duration::from_secs_f64(60.0 / r as f64))),
+                tokens: limits.tokens_per_minute.filter(|&t| t > 0).map(|t| TokenWindow::new(t as u64, Duration::from_secs(60))),
+            });
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(limits.timeout_ms.clamp(1, 10_000)))
+            .pool_max_idle_per_host(limits.concurrency.max(1) * 2)
+            .build()
+            .map_err(|e| LlmError::Other(format!("{kind} model={model}: HTTP client: {e}")))?;
+        Ok(Pool { kind, model: model.to_string(), endpoints, limits, client, next: AtomicUsize::new(0) })
+    }
+
+    fn urls(&self) -> String {
+        self.endpoints.iter().map(|e| e.url.as_str()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Least-loaded endpoint, ties broken round-robin; `avoid` (the one that just failed) only if it is alone.
+    fn pick(&self, avoid: Option<usize>) -> usize {
+        let n = self.endpoints.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let mut best: Option<(usize, usize)> = None;
+        for off in 0..n {
+            let i = (start + off) % n;
+            if Some(i) == avoid && n > 1 {
+                continue;
+            }
+            let load = self.endpoints[i].load.load(Ordering::Relaxed);
+            if best.map_or(true, |(_, l)| load < l) {
+                best = Some((i, load));
+            }
+        }
+        best.map(|(i, _)| i).unwrap_or(0)
+    }
+
+    async fn run(&self, req: &Request, body: &Value, key: Option<&str>, parse: fn(&Value) -> Result<Parsed, String>) -> Result<Reply, LlmError> {
+        let body = serde_json::to_vec(body).map_err(|e| LlmError::Other(format!("{} model={}: request body: {e}", self.kind, self.model)))?;
+        // Rough prompt size for the token limiter, corrected from the server's usage afterwards.
+        let estimate = req.messages.iter().map(|m| m.content.len() as u64 / 4 + 4).sum::<u64>() + req.max_tokens as u64;
+        let started = Instant::now();
+        let mut avoid = None;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let i = self.pick(avoid);
+            let ep = &self.endpoints[i];
+            ep.load.fetch_add(1, Ordering::Relaxed);
+            let result = async {
+                let _permit = ep.sem.acquire().await.map_err(|_| Failure { err: LlmError::Other("endpoint closed".into()), retry_after: None })?;
+                if let Some(s) = &ep.spacing {
+                    s.wait().await;
+                }
+                if let Some(t) = &ep.tokens {
+                    t.acquire(estimate).await;
+                }
+                let r = self.attempt(ep, &body, key, parse).await;
+                if let (Some(t), Ok(p)) = (&ep.tokens, &r) {
+                    if let (Some(pt), Some(ct)) = (p.2, p.3) {
+                        t.correct(estimate, pt as u64 + ct as u64);
+                    }
+                }
+                r
+            }
+            .await;
+            ep.load.fetch_sub(1, Ordering::Relaxed);
+            match result {
+                Ok((text, finish_reason, prompt_tokens, completion_tokens)) => {
+                    return Ok(Reply {
+                        text,
+                        prompt_tokens,
+                        completion_tokens,
+                        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                        finish_reason,
+                        endpoint: ep.url.clone(),
+                        attempts: attempt,
+                    })
+                }
+                Err(f) if f.err.is_retryable() && attempt <= self.limits.retries => {
+                    avoid = Some(i);
+                    let cap = self
+                        .limits
+                        .backoff_initial_ms
+                        .saturating_mul(1u64 << (attempt - 1).min(30))
+                        .min(self.limits.backoff_max_ms.max(self.limits.backoff_initial_ms));
+                    // Full jitter: uniform in [0, cap].
+                    let jitter = Duration::from_millis(rand::random_range(0..=cap));
+                    let wait = match f.retry_after {
+                        Some(ra) => ra.min(Duration::from_secs(600)).max(jitter),
+                        None => jitter,
+                    };
+                    tokio::time::sleep(wait).await;
+                }
+                Err(f) => {
+                    return Err(match f.err {
+                        LlmError::Retryable(m) if attempt > 1 => LlmError::Retryable(format!("{m} (gave up after {attempt} attempts)")),
+                        e => e,
+                    })
+                }
+            }
+        }
+    }
+
+    /// One HTTP exchange, time-capped as a whole and size-capped while reading the body.
+    async fn attempt(&self, ep: &Endpoint, body: &[u8], key: Option<&str>, parse: fn(&Value) -> Result<Parsed, String>) -> Result<Parsed, Failure> {
+        let timeout = Duration::from_millis(self.limits.timeout_ms.max(1));
+        let what = format!("{} {} model={}", self.kind, ep.url, self.model);
+        match tokio::time::timeout(timeout, self.exchange(ep, body, key, &what)).await {
+            Err(_) => Err(Failure {
+                err: LlmError::Retryable(format!("{what}: timed out after {} ms", timeout.as_millis())),
+                retry_after: None,
+            }),
+            Ok(Err(f)) => Err(f),
+            Ok(Ok(bytes)) => {
+                let bad = |m: String| Failure { err: LlmError::BadResponse(format!("{what}: {m}")), retry_after: None };
+                if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+                    return Err(bad("empty response body".into()));
+                }
+                let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("response body is not UTF-8 ({e}): {}", snippet(&String::from_utf8_lossy(&bytes)))))?;
+                let v: Value = serde_json::from_str(text).map_err(|e| {
+                    let hint = if e.is_eof() { " (truncated?)" } else { "" };
+                    bad(format!("response is not JSON{hint}: {e}: {}", snippet(text)))
+                })?;
+                parse(&v).map_err(bad)
+            }
+        }
+    }
+
+    async fn exchange(&self, ep: &Endpoint, body: &[u8], key: Option<&str>, what: &str) -> Result<Vec<u8>, Failure> {
+        let mut rb = self
+            .client
+            .post(&ep.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "application/json")
+            .body(body.to_vec());
+        if let Some(k) = key {
+            rb = rb.bearer_auth(k);
+        }
+        let mut resp = rb.send().await.map_err(|e| transport(what, "sending the request", &e))?;
+        let status = resp.status();
+        let retry_after = retry_after(resp.headers());
+        let mut buf = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) => {
+                    if buf.len() + c.len() > MAX_BODY_BYTES {
+                        return Err(Failure {
+                            err: LlmError::BadResponse(format!("{what}: response body exceeds {} MiB (HTTP {status}); stopped reading", MAX_BODY_BYTES >> 20)),
+                            retry_after: None,
+                        });
+                    }
+                    buf.extend_from_slice(&c);
+                }
+                Ok(None) => break,
+                Err(e) => return Err(transport(what, &format!("reading the body of an HTTP {status} response after {} bytes", buf.len()), &e)),
+            }
+        }
+        if status.is_success() {
+            return Ok(buf);
+        }
+        let msg = format!("{what}: HTTP {status}: {}", snippet(&String::from_utf8_lossy(&buf)));
+        let code = status.as_u16();
+        let err = if code == 429 || code == 408 || status.is_server_error() { LlmError::Retryable(msg) } else { LlmError::Http(msg) };
+        Err(Failure { err, retry_after })
+    }
+}
+
+/// Transport failures (refused, reset, closed mid-body, timeouts) are worth retrying; the chain names the cause.
+fn transport(what: &str, doing: &str, e: &reqwest::Error) -> Failure {
+    let mut msg = format!("{what}: {doing}: {e}");
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    let err = if e.is_builder() { LlmError::Other(msg) } else { LlmError::Retryable(msg) };
+    Failure { err, retry_after: None }
+}
+
+/// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`); HTTP dates are ignored (backoff applies).
+fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok()).filter(|x| x.is_finite() && *x >= 0.0);
+    get("retry-after-ms").map(|ms| Duration::from_secs_f64(ms / 1e3)).or_else(|| get("retry-after").map(Duration::from_secs_f64))
+}
+
+fn snippet(s: &str) -> String {
+    let s = s.trim();
+    let cut: String = s.chars().take(300).collect();
+    if cut.len() < s.len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+/// Evenly spaced admissions: each caller reserves the next slot `interval` after the previous one.
+pub struct Spacing {
+    interval: Duration,
+    next: Mutex<Option<Instant>>,
+}
+
+impl Spacing {
+    pub fn new(interval: Duration) -> Spacing {
+        Spacing { interval, next: Mutex::new(None) }
+    }
+    pub async fn wait(&self) {
+        let slot = {
+            let mut next = self.next.lock().unwrap();
+            let now = Instant::now();
+            let slot = match *next {
+                Some(t) if t > now => t,
+                _ => now,
+            };
+            *next = Some(slot + self.interval);
+            slot
+        };
+        tokio::time::sleep_until(slot.into()).await;
+    }
+}
+
+/// Sliding-window token budget: admits a request when the tokens admitted in the last `window` plus its estimate
+/// fit the budget (a request larger than the whole budget waits for an empty window, then goes alone).
+pub struct TokenWindow {
+    budget: u64,
+    window: Duration,
+    log: Mutex<std::collections::VecDeque<(Instant, u64)>>,
+}
+
+impl TokenWindow {
+    pub fn new(budget: u64, window: Duration) -> TokenWindow {
+        TokenWindow { budget, window, log: Mutex::new(Default::default()) }
+    }
+    pub async fn acquire(&self, tokens: u64) {
+        loop {
+            let wait = {
+                let mut log = self.log.lock().unwrap();
+                let now = Instant::now();
+                while log.front().is_some_and(|(t, _)| now.duration_since(*t) >= self.window) {
+                    log.pop_front();
+                }
+                let used: u64 = log.iter().map(|(_, n)| n).sum();
+                if log.is_empty() || used + tokens <= self.budget {
+                    log.push_back((now, tokens));
+                    return;
+                }
+                // Wait until the oldest entry leaves the window, then look again.
+                let (oldest, _) = log.front().copied().unwrap();
+                self.window.saturating_sub(now.duration_since(oldest)) + Duration::from_millis(1)
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+    /// Replace an estimate by the actual count (the most recent entry with that estimate).
+    pub fn correct(&self, estimate: u64, actual: u64) {
+        let mut log = self.log.lock().unwrap();
+        if let Some(e) = log.iter_mut().rev().find(|(_, n)| *n == estimate) {
+            e.1 = actual;
+        }
+    }
 }

@@ -1,27 +1,314 @@
-//! The embedded model: SmolLM2-135M-Instruct in-process.
-use std::sync::Arc;
+//! The embedded model: SmolLM2-135M-Instruct in-process with candle's quantized llama, so the default study needs
+//! no server. Two measured fixes over candle's stock path (SPEC §9): the tokenizer is rebuilt from the GGUF's tokens
+//! and merges like llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix space and the
+//! model then answers `<|im_end|>` at once), and the Q4_1 weights are converted to Q8_0 once, because candle's Q4_1
+//! CPU dot product has no SIMD kernel (≈2× fewer tokens/s).
+use std::fs::File;
+use std::io::{BufReader, Cursor, Read, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-pub struct Embedded {}
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
-impl Embedded {
-    pub fn load(gguf: &std::path::Path) -> anyhow::Result<Embedded> {
-        let _ = gguf;
-        todo!()
+pub struct Embedded {
+    model: Mutex<ModelWeights>,
+    tokenizer: tokenizers::Tokenizer,
+    template: ChatTemplate,
+    /// `<|im_end|>`, EOS, `<|endoftext|>`.
+    stop: Vec<u32>,
+    name: String,
+    /// Where the Q8_0 weights came from (the cache file, or converted in memory).
+    pub weights_source: String,
+    device: Device,
+}
+
+/// ChatML as the GGUF's `tokenizer.chat_template` spells it, including its default system prompt (inserted when the
+/// conversation does not start with one), so prompts are byte-identical to the Jinja template llama.cpp renders.
+#[derive(Debug, Clone)]
+pub struct ChatTemplate {
+    pub default_system: Option<String>,
+}
+
+impl ChatTemplate {
+    pub fn from_jinja(t: &str) -> Result<ChatTemplate> {
+        if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && t.contains("message['role']")) {
+            bail!("chat template is not ChatML (only ChatML is supported): {}", t.chars().take(200).collect::<String>());
+        }
+        // The newline after "system" is a real one in SmolLM2's GGUF; other converters keep Jinja's escape.
+        let default_system = if t.contains("messages[0]['role'] != 'system'") {
+            ["<|im_start|>system\n", "<|im_start|>system\\n"].iter().find_map(|marker| {
+                t.find(marker).and_then(|i| {
+                    let rest = &t[i + marker.len()..];
+                    rest.find("<|im_end|>").map(|j| unescape_jinja(&rest[..j]))
+                })
+            })
+        } else {
+            None
+        };
+        Ok(ChatTemplate { default_system })
     }
 
-    pub fn generate(
-        &self,
-        messages: &[doc2ci_llm::Message],
-        max_tokens: u32,
-        temperature: f32,
-        seed: Option<u64>,
-    ) -> anyhow::Result<doc2ci_llm::Reply> {
-        let _ = (messages, max_tokens, temperature, seed);
-        todo!()
+    pub fn render(&self, messages: &[Message]) -> String {
+        let mut s = String::new();
+        if let (Some(sys), Some(first)) = (&self.default_system, messages.first()) {
+            if first.role != "system" {
+                s.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
+            }
+        }
+        for m in messages {
+            s.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
+        }
+        s.push_str("<|im_start|>assistant\n");
+        s
     }
 }
 
-pub fn backend(model: Arc<Embedded>) -> Arc<dyn doc2ci_llm::Backend> {
-    let _ = model;
-    todo!()
+fn unescape_jinja(s: &str) -> String {
+    s.replace("\\n", "\n").replace("\\'", "'")
+}
+
+fn md_str<'a>(ct: &'a gguf_file::Content, k: &str) -> Result<&'a String> {
+    ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_string().map_err(|e| anyhow!("GGUF {k}: {e}"))
+}
+
+fn md_strings(ct: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
+    let v = ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_vec().map_err(|e| anyhow!("GGUF {k}: {e}"))?;
+    v.iter().map(|x| x.to_string().cloned().map_err(|e| anyhow!("GGUF {k}: {e}"))).collect()
+}
+
+/// Byte-level BPE from the GGUF's vocabulary and merges, pre-tokenized like llama.cpp's `smollm`/`starcoder`
+/// pre-tokenizer (every digit alone, then GPT-2's regex, no prefix space); token type 3 (control) is special.
+pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokenizer> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence, PreTokenizerWrapper};
+    let model = md_str(ct, "tokenizer.ggml.model")?;
+    if model != "gpt2" {
+        bail!("tokenizer.ggml.model is {model:?}; only byte-level BPE (gpt2) is supported");
+    }
+    let pre = ct.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
+    let split_digits = matches!(pre.as_str(), "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva");
+    let tokens = md_strings(ct, "tokenizer.ggml.tokens")?;
+    let merges = md_strings(ct, "tokenizer.ggml.merges")?;
+    let types: Vec<i64> = match ct.metadata.get("tokenizer.ggml.token_type") {
+        Some(v) => v.to_vec()?.iter().map(|x| x.to_i32().map(|i| i as i64)).collect::<candle_core::Result<_>>()?,
+        None => vec![1; tokens.len()],
+    };
+    let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    let merges: Vec<(String, String)> = merges
+        .iter()
+        .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}")))
+        .collect::<Result<_>>()?;
+    let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| anyhow!("BPE from GGUF: {e}"))?;
+    let mut tok = tokenizers::Tokenizer::new(bpe);
+    let byte_level = ByteLevel::new(false, true, true);
+    let mut pres: Vec<PreTokenizerWrapper> = Vec::new();
+    if split_digits {
+        pres.push(Digits::new(true).into());
+    }
+    pres.push(byte_level.into());
+    tok.with_pre_tokenizer(Some(Sequence::new(pres)));
+    tok.with_decoder(Some(ByteLevel::default()));
+    let specials: Vec<tokenizers::AddedToken> = tokens
+        .iter()
+        .zip(&types)
+        .filter(|(_, &t)| t == 3)
+        .map(|(s, _)| tokenizers::AddedToken::from(s.clone(), true))
+        .collect();
+    tok.add_special_tokens(&specials);
+    Ok(tok)
+}
+
+/// `<stem>.q8_0.gguf` next to the original.
+pub fn q8_cache_path(gguf: &Path) -> PathBuf {
+    let stem = gguf.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    gguf.with_file_name(format!("{stem}.q8_0.gguf"))
+}
+
+/// The GGUF with every Q4/Q5 tensor re-quantized to Q8_0 (other tensors and all metadata unchanged).
+pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek)) -> Result<Vec<u8>> {
+    let dev = Device::Cpu;
+    let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors: Vec<(String, QTensor)> = Vec::with_capacity(names.len());
+    for name in names {
+        let q = ct.tensor(reader, name, &dev)?;
+        let q = match q.dtype() {
+            GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
+                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0).with_context(|| format!("re-quantizing {name}"))?
+            }
+            _ => q,
+        };
+        tensors.push((name.clone(), q));
+    }
+    let mut meta: Vec<(&str, &gguf_file::Value)> = ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    meta.sort_by(|a, b| a.0.cmp(b.0));
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
+    let mut out = Cursor::new(Vec::new());
+    gguf_file::write(&mut out, &meta, &tensors)?;
+    Ok(out.into_inner())
+}
+
+/// Q8_0 weights: the cache next to `gguf` when it is newer than it, else converted now (and cached if writable).
+fn q8_weights(gguf: &Path) -> Result<(Vec<u8>, String)> {
+    let cache = q8_cache_path(gguf);
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(c), Some(o)) = (mtime(&cache), mtime(gguf)) {
+        if c >= o {
+            if let Ok(bytes) = std::fs::read(&cache) {
+                if gguf_file::Content::read(&mut Cursor::new(&bytes)).is_ok() {
+                    return Ok((bytes, cache.display().to_string()));
+                }
+            }
+        }
+    }
+    let mut r = BufReader::new(File::open(gguf).with_context(|| format!("opening {}", gguf.display()))?);
+    let ct = gguf_file::Content::read(&mut r).map_err(|e| anyhow!("{}: not a GGUF file: {e}", gguf.display()))?;
+    let bytes = convert_to_q8_0(&ct, &mut r).with_context(|| format!("converting {} to Q8_0", gguf.display()))?;
+    // Atomic publish; a read-only assets folder just means converting again next time (≈1 s).
+    let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
+    let source = if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &cache).is_ok() {
+        format!("{} (converted now)", cache.display())
+    } else {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{} converted in memory", gguf.display())
+    };
+    Ok((bytes, source))
+}
+
+impl Embedded {
+    pub fn load(gguf: &Path) -> Result<Embedded> {
+        let (bytes, weights_source) = q8_weights(gguf)?;
+        let mut r = Cursor::new(&bytes);
+        let ct = gguf_file::Content::read(&mut r).map_err(|e| anyhow!("{weights_source}: {e}"))?;
+        let tokenizer = tokenizer_from_gguf(&ct).with_context(|| format!("tokenizer of {}", gguf.display()))?;
+        let template = ChatTemplate::from_jinja(md_str(&ct, "tokenizer.chat_template")?)?;
+        let mut stop = Vec::new();
+        for t in ["<|im_end|>", "<|endoftext|>"] {
+            stop.extend(tokenizer.token_to_id(t));
+        }
+        if let Some(eos) = ct.metadata.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()) {
+            stop.push(eos);
+        }
+        stop.sort();
+        stop.dedup();
+        let name = ct
+            .metadata
+            .get("general.basename")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
+        let device = Device::Cpu;
+        let model = ModelWeights::from_gguf(ct, &mut r, &device).map_err(|e| anyhow!("loading {weights_source}: {e}"))?;
+        Ok(Embedded { model: Mutex::new(model), tokenizer, template, stop, name, weights_source, device })
+    }
+
+    pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Token ids as llama.cpp gives them with `parse_special = true` and no BOS (SmolLM2 adds none).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.tokenizer.encode(text, false).map_err(|e| anyhow!("tokenizing: {e}"))?.get_ids().to_vec())
+    }
+
+    pub fn prompt(&self, messages: &[Message]) -> String {
+        self.template.render(messages)
+    }
+
+    /// Greedy when temperature == 0; sampling with the seed otherwise. Blocking, CPU-bound.
+    pub fn generate(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<Reply> {
+        let (ids, reply) = self.generate_ids(messages, max_tokens, temperature, seed)?;
+        let _ = ids;
+        Ok(reply)
+    }
+
+    /// Like `generate`, also returning the completion's token ids (for comparisons with llama.cpp).
+    pub fn generate_ids(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<(Vec<u32>, Reply)> {
+        let started = Instant::now();
+        let prompt = self.prompt(messages);
+        let prompt_ids = self.tokenize(&prompt)?;
+        if prompt_ids.len() >= MAX_SEQ_LEN {
+            bail!("{}: prompt has {} tokens; the embedded model takes at most {MAX_SEQ_LEN}", self.name, prompt_ids.len());
+        }
+        let sampling = if temperature <= 0.0 { Sampling::ArgMax } else { Sampling::All { temperature: temperature as f64 } };
+        let mut sampler = LogitsProcessor::from_sampling(seed.unwrap_or_else(rand_seed), sampling);
+        let mut model = self.model.lock().map_err(|_| anyhow!("{}: model poisoned by an earlier panic", self.name))?;
+        model.clear_kv_cache();
+        let mut out: Vec<u32> = Vec::new();
+        let mut finish = "length";
+        let mut pos = 0usize;
+        let mut input = prompt_ids.clone();
+        while (out.len() as u32) < max_tokens {
+            if pos + input.len() > MAX_SEQ_LEN {
+                break;
+            }
+            let x = Tensor::new(input.as_slice(), &self.device)?.unsqueeze(0)?;
+            let logits = model.forward(&x, pos)?.squeeze(0)?;
+            pos += input.len();
+            let next = sampler.sample(&logits)?;
+            if self.stop.contains(&next) {
+                finish = "stop";
+                break;
+            }
+            out.push(next);
+            input = vec![next];
+        }
+        model.clear_kv_cache();
+        drop(model);
+        let text = self.tokenizer.decode(&out, true).map_err(|e| anyhow!("decoding: {e}"))?;
+        let reply = Reply {
+            text,
+            prompt_tokens: Some(prompt_ids.len() as u32),
+            completion_tokens: Some(out.len() as u32),
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            finish_reason: Some(finish.to_string()),
+            endpoint: format!("embedded:{}", self.name),
+            attempts: 1,
+        };
+        Ok((out, reply))
+    }
+
+    pub fn describe(&self) -> String {
+        format!("embedded {} (candle, Q8_0 weights from {})", self.name, self.weights_source)
+    }
+}
+
+fn rand_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    (t as u64) ^ ((std::process::id() as u64) << 32)
+}
+
+struct EmbeddedBackend {
+    model: Arc<Embedded>,
+    /// One generation at a time: waiting happens here, not in blocked threads.
+    gate: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl Backend for EmbeddedBackend {
+    async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
+        let _permit = self.gate.acquire().await.map_err(|e| LlmError::Other(format!("{}: {e}", self.describe())))?;
+        let model = self.model.clone();
+        let (messages, max_tokens, temperature, seed) = (req.messages.clone(), req.max_tokens, req.temperature, req.seed);
+        let r = tokio::task::spawn_blocking(move || model.generate(&messages, max_tokens, temperature, seed)).await;
+        match r {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(LlmError::Other(format!("{}: {e:#}", self.describe()))),
+            Err(e) => Err(LlmError::Other(format!("{}: generation task failed: {e}", self.describe()))),
+        }
+    }
+    fn describe(&self) -> String {
+        self.model.describe()
+    }
+}
+
+/// Backend adapter (spawn_blocking inside; one generation at a time per loaded model).
+pub fn backend(model: Arc<Embedded>) -> Arc<dyn Backend> {
+    Arc::new(EmbeddedBackend { model, gate: tokio::sync::Semaphore::new(1) })
 }

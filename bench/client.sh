@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Client overhead: doc2ci-llm's `openai` backend vs the `openai` Python client (AsyncOpenAI + asyncio) against the
+# same local llama.cpp server (llama-cpp-python) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
+# client's share of each request shows. Prints requests/s of both and the ratio (ours / peer).
+#
+# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python[server], openai).
+# Env: REQUESTS (per side, default 300), CONCURRENCY (default 4), MAX_TOKENS (default 1), ROUNDS (default 2,
+#      sides alternate, best kept).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
+GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+N="${REQUESTS:-300}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${ROUNDS:-2}"
+
+flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-llm --example bench_client
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -m llama_cpp.server --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 --port "$PORT" \
+  --n_ctx 2048 --verbose false >/dev/null 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+URL="http://127.0.0.1:$PORT/v1"
+for _ in $(seq 300); do curl -sf "$URL/models" >/dev/null && break; sleep 0.2; done
+
+peer() {
+python3 - "$URL" "$N" "$C" "$K" <<'PY'
+import asyncio, json, sys, time
+from openai import AsyncOpenAI
+url, n, c, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+async def main():
+    client = AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+    sem = asyncio.Semaphore(c)
+    async def one():
+        async with sem:
+            r = await client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi"}],
+                                                     temperature=0, max_tokens=k)
+            return r.usage.completion_tokens
+    await one()
+    t = time.perf_counter()
+    toks = sum(await asyncio.gather(*[one() for _ in range(n)]))
+    s = time.perf_counter() - t
+    print(json.dumps({"client": "openai-python asyncio", "requests": n, "concurrency": c, "seconds": round(s, 3),
+                      "requests_per_s": round(n / s, 2), "completion_tokens": toks}))
+asyncio.run(main())
+PY
+}
+best_ours=0; best_peer=0
+for r in $(seq "$ROUNDS"); do
+  O=$("$CARGO_TARGET_DIR/release/examples/bench_client" "$URL" --requests "$N" --concurrency "$C" --max-tokens "$K")
+  P=$(peer)
+  echo "round $r: $O"; echo "round $r: $P"
+  best_ours=$(python3 -c "import json,sys; print(max($best_ours, json.loads(sys.argv[1])['requests_per_s']))" "$O")
+  best_peer=$(python3 -c "import json,sys; print(max($best_peer, json.loads(sys.argv[1])['requests_per_s']))" "$P")
+done
+echo "doc2ci-llm: $best_ours req/s; openai-python asyncio: $best_peer req/s (concurrency $C, max_tokens $K, $N requests)"
+python3 -c "print(f'ratio (ours / peer): {$best_ours / $best_peer:.2f}x')"

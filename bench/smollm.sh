@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Embedded-model throughput: doc2ci-smollm (candle, Q8_0 weights) vs llama.cpp in-process (llama-cpp-python,
+# the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
+# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python). Env: MAX_TOKENS (default 128),
+# THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
+GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+K="${MAX_TOKENS:-128}"; THREADS="${THREADS:-2}"
+
+flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-smollm --example bench_smollm
+OURS=$("$CARGO_TARGET_DIR/release/examples/bench_smollm" "$GGUF" --max-tokens "$K")
+echo "ours: $OURS"
+PEER=$(python3 - "$GGUF" "$K" "$THREADS" <<'PY'
+import json, sys, time
+import llama_cpp
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+gguf, k, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=threads, seed=0, verbose=False)
+task = ("Given the description below, generate a minimal and single valid GitHub Actions YAML configuration. Do not provide any reasoning. Only output the single YAML configuration, with no comments, markdown, or extra formatting. The YAML must match the described task exactly. Do not add any unneeded directives unless told.")
+pair = ("About workflows - Advanced workflow features - Creating dependent jobs: This section briefly describes some of the advanced features of GitHub Actions that help you create more complex workflows. By default, the jobs in your workflow all run in parallel at the same time. If you have a job that must only run after another job has completed, you can use the needs keyword to create this dependency. If one of the jobs fails, all dependent jobs are skipped; however, if you need the jobs to continue, you can define this using the if conditional statement.")
+msgs = [{"role": "system", "content": "You are a highly skilled software developer and DevOps engineer."},
+        {"role": "user", "content": f"{task}\n\n{pair}"}]
+prompt = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")(messages=msgs).prompt
+ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+def run(n):
+    t = time.perf_counter(); out = 0
+    for tok in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
+        if tok == llm.token_eos(): break
+        out += 1
+        if out >= n: break
+    return time.perf_counter() - t, out
+prefill = min(run(1)[0] for _ in range(3))
+total, c = min(run(k) for _ in range(3))
+print(json.dumps({"backend": "llama.cpp (llama-cpp-python, Q4_1)", "prompt_tokens": len(ids), "completion_tokens": c,
+                  "prefill_s": round(prefill, 3), "total_s": round(total, 3),
+                  "prompt_tokens_per_s": round(len(ids) / prefill, 1), "gen_tokens_per_s": round((c - 1) / (total - prefill), 1),
+                  "end_to_end_tokens_per_s": round(c / total, 1)}))
+PY
+)
+echo "peer: $PEER"
+python3 - "$OURS" "$PEER" <<'PY'
+import json, sys
+o, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"generation: ours {o['gen_tokens_per_s']} tok/s, llama.cpp {p['gen_tokens_per_s']} tok/s, ratio {o['gen_tokens_per_s'] / p['gen_tokens_per_s']:.2f}x")
+print(f"prefill: ours {o['prompt_tokens_per_s']} tok/s, llama.cpp {p['prompt_tokens_per_s']} tok/s, ratio {o['prompt_tokens_per_s'] / p['prompt_tokens_per_s']:.2f}x")
+PY

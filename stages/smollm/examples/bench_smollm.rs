@@ -1,0 +1,59 @@
+//! Embedded-model throughput on the study prompt: prompt (prefill) and generated tokens per second.
+//!
+//! Usage: bench_smollm [GGUF] [--max-tokens N] [--repeat R]; prints one JSON line. The GGUF defaults to
+//! `$DOC2CI_ASSETS` (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
+use std::path::PathBuf;
+use std::time::Instant;
+
+use doc2ci_llm::Message;
+use doc2ci_smollm::Embedded;
+
+fn main() -> anyhow::Result<()> {
+    let mut gguf = None;
+    let (mut max_tokens, mut repeat) = (128u32, 3usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--max-tokens" => max_tokens = args.next().unwrap().parse()?,
+            "--repeat" => repeat = args.next().unwrap().parse()?,
+            p => gguf = Some(PathBuf::from(p)),
+        }
+    }
+    let gguf = gguf.unwrap_or_else(|| {
+        let assets = std::env::var_os("DOC2CI_ASSETS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
+        assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+    });
+    let t = Instant::now();
+    let m = Embedded::load(&gguf)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let msgs = study_prompt();
+    // Prefill alone: one token of output.
+    let mut prefill = f64::INFINITY;
+    let mut total = f64::INFINITY;
+    let mut reply = None;
+    for _ in 0..repeat {
+        let r = m.generate(&msgs, 1, 0.0, None)?;
+        prefill = prefill.min(r.latency_ms / 1e3);
+        let r = m.generate(&msgs, max_tokens, 0.0, None)?;
+        total = total.min(r.latency_ms / 1e3);
+        reply = Some(r);
+    }
+    let r = reply.unwrap();
+    let (p, c) = (r.prompt_tokens.unwrap(), r.completion_tokens.unwrap());
+    let decode_tps = (c.saturating_sub(1)) as f64 / (total - prefill);
+    println!(
+        "{{\"backend\": \"doc2ci-smollm (candle Q8_0)\", \"load_s\": {load_s:.3}, \"prompt_tokens\": {p}, \"completion_tokens\": {c}, \"prefill_s\": {prefill:.3}, \"total_s\": {total:.3}, \"prompt_tokens_per_s\": {:.1}, \"gen_tokens_per_s\": {decode_tps:.1}, \"end_to_end_tokens_per_s\": {:.1}}}",
+        p as f64 / prefill,
+        c as f64 / total
+    );
+    Ok(())
+}
+
+fn study_prompt() -> Vec<Message> {
+    let task = "Given the description below, generate a minimal and single valid GitHub Actions YAML configuration. Do not provide any reasoning. Only output the single YAML configuration, with no comments, markdown, or extra formatting. The YAML must match the described task exactly. Do not add any unneeded directives unless told.";
+    let pair = "About workflows - Advanced workflow features - Creating dependent jobs: This section briefly describes some of the advanced features of GitHub Actions that help you create more complex workflows. By default, the jobs in your workflow all run in parallel at the same time. If you have a job that must only run after another job has completed, you can use the needs keyword to create this dependency. If one of the jobs fails, all dependent jobs are skipped; however, if you need the jobs to continue, you can define this using the if conditional statement.";
+    vec![
+        Message::new("system", "You are a highly skilled software developer and DevOps engineer."),
+        Message::new("user", format!("{task}\n\n{pair}")),
+    ]
+}

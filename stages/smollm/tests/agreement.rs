@@ -1,0 +1,126 @@
+//! The embedded model against llama.cpp (`llama-cpp-python` peer; its output is committed in
+//! `tests/data/llamacpp_reference.json` with the script that made it): identical token ids, identical ChatML
+//! prompts, and greedy generations that agree token for token (float differences may only diverge late).
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use doc2ci_llm::{Message, Request};
+use doc2ci_smollm::Embedded;
+use serde_json::Value;
+
+fn gguf() -> PathBuf {
+    let assets = std::env::var_os("DOC2CI_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
+    let p = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(p.exists(), "{} missing: run `doc2ci setup`", p.display());
+    p
+}
+
+fn model() -> Arc<Embedded> {
+    static M: OnceLock<Arc<Embedded>> = OnceLock::new();
+    M.get_or_init(|| Arc::new(Embedded::load(&gguf()).expect("load embedded model"))).clone()
+}
+
+fn reference() -> Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/llamacpp_reference.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn messages(v: &Value) -> Vec<Message> {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+#[test]
+fn token_ids_equal_llama_cpp() {
+    let m = model();
+    let r = reference();
+    let cases = r["tokenized"].as_array().unwrap();
+    assert!(cases.len() >= 8);
+    for c in cases {
+        let text = c["text"].as_str().unwrap();
+        assert_eq!(m.tokenize(text).unwrap(), ids(&c["ids"]), "token ids of {text:?}");
+        // Byte-level BPE round-trips (special tokens kept when not skipped).
+        let back = m.tokenizer().decode(&ids(&c["ids"]), false).unwrap();
+        assert_eq!(back, text);
+    }
+}
+
+#[test]
+fn chatml_prompt_equals_gguf_template_rendering() {
+    let m = model();
+    for chat in reference()["chats"].as_array().unwrap() {
+        let msgs = messages(&chat["messages"]);
+        assert_eq!(m.prompt(&msgs), chat["prompt"].as_str().unwrap());
+        assert_eq!(m.tokenize(&m.prompt(&msgs)).unwrap(), ids(&chat["prompt_ids"]));
+    }
+}
+
+#[test]
+fn greedy_tokens_follow_llama_cpp() {
+    let m = model();
+    for chat in reference()["chats"].as_array().unwrap() {
+        let msgs = messages(&chat["messages"]);
+        let want = ids(&chat["greedy_ids"]);
+        let (got, reply) = m.generate_ids(&msgs, want.len() as u32, 0.0, None).unwrap();
+        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        // Q8_0 weights (ours) vs Q4_1 (llama.cpp) differ in the last bits, so a near-tie may flip late: on the
+        // study prompt the first 28 of 64 tokens agree (then both loop on a comment line); 2+2 agrees fully.
+        assert!(same >= 24.min(want.len()), "only {same} greedy tokens agree:\n ours: {:?}\n peer: {:?}", reply.text, chat["greedy_text"]);
+        assert_eq!(reply.prompt_tokens, Some(ids(&chat["prompt_ids"]).len() as u32));
+        assert_eq!(reply.completion_tokens, Some(got.len() as u32));
+        if want.len() < 64 {
+            // The peer stopped at <|im_end|> before the cap: so must we.
+            assert_eq!(got, want);
+            assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+            assert_eq!(reply.text, chat["greedy_text"].as_str().unwrap());
+        } else {
+            assert_eq!(reply.finish_reason.as_deref(), Some("length"));
+        }
+        assert!(reply.latency_ms > 0.0);
+    }
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_max_tokens_caps() {
+    let m = model();
+    let msgs = vec![Message::new("user", "Write a haiku about continuous integration.")];
+    let a = m.generate(&msgs, 12, 0.8, Some(7)).unwrap();
+    let b = m.generate(&msgs, 12, 0.8, Some(7)).unwrap();
+    assert_eq!(a.text, b.text);
+    assert!(a.completion_tokens.unwrap() <= 12);
+    let one = m.generate(&msgs, 1, 0.0, None).unwrap();
+    assert_eq!(one.completion_tokens, Some(1));
+    assert_eq!(one.finish_reason.as_deref(), Some("length"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_adapter_serves_concurrent_requests() {
+    let b = doc2ci_smollm::backend(model());
+    assert!(b.describe().contains("embedded"));
+    let req = Request {
+        messages: vec![Message::new("user", "What is 2+2?")],
+        temperature: 0.0,
+        max_tokens: 16,
+        seed: None,
+        extra: Default::default(),
+    };
+    let (x, y) = tokio::join!(b.chat(&req), b.chat(&req));
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert_eq!(x.text, y.text, "greedy is deterministic even when requests queue");
+    assert!(x.text.contains('4'), "{:?}", x.text);
+}
+
+#[test]
+fn q8_0_cache_is_written_next_to_the_gguf_and_reused() {
+    let _ = model();
+    let cache = doc2ci_smollm::q8_cache_path(&gguf());
+    assert!(cache.exists(), "{} not written", cache.display());
+    let again = Embedded::load(&gguf()).unwrap();
+    assert!(again.weights_source.starts_with(&cache.display().to_string()), "{}", again.weights_source);
+    assert!(!again.weights_source.contains("converted"), "{}", again.weights_source);
+}

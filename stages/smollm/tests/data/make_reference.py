@@ -1,0 +1,64 @@
+"""Reference token ids and greedy tokens from llama.cpp (the `llama-cpp-python` peer) for SmolLM2-135M-Instruct.
+
+Run: python3 stages/smollm/tests/data/make_reference.py [gguf] > stages/smollm/tests/data/llamacpp_reference.json
+(the peer is installed by scripts/deps.sh, built with CMAKE_ARGS=-DGGML_NATIVE=OFF). The GGUF defaults to
+$DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
+"""
+import csv, gzip, json, os, sys
+
+import llama_cpp
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+assets = os.environ.get("DOC2CI_ASSETS") or os.path.expanduser("~/.cache/doc2ci/assets")
+gguf = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    assets, "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+GREEDY = 64
+
+llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=2, seed=0, verbose=False)
+
+strings = [
+    "Hello world",
+    "The year 2024 had 365 days; pi is 3.14159.",
+    "  leading spaces\n\ttabs and\r\nCRLF   trailing  ",
+    "I'm sure they're done, aren't they? We'll see.",
+    "naïve café — 日本語 🚀 Ünïcödé",
+    "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n",
+    "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
+    "x=1+2*3/4-5 (a[0]){b} 0x1F 1,000,000.00",
+]
+tokenized = [{"text": s, "ids": llm.tokenize(s.encode("utf-8"), add_bos=False, special=True)} for s in strings]
+
+# The study's zero-shot prompt (SPEC §4) on a real GitHub Actions section (llm4ci data, CC BY 4.0).
+system = "You are a highly skilled software developer and DevOps engineer."
+task = ("Given the description below, generate a minimal and single valid GitHub Actions YAML configuration. "
+        "Do not provide any reasoning. Only output the single YAML configuration, with no comments, markdown, or "
+        "extra formatting. The YAML must match the described task exactly. Do not add any unneeded directives unless told.")
+title = "About workflows - Advanced workflow features - Creating dependent jobs"
+description = ("This section briefly describes some of the advanced features of GitHub Actions that help you create "
+               "more complex workflows. By default, the jobs in your workflow all run in parallel at the same time. "
+               "If you have a job that must only run after another job has completed, you can use the needs keyword "
+               "to create this dependency. If one of the jobs fails, all dependent jobs are skipped; however, if you "
+               "need the jobs to continue, you can define this using the if conditional statement.")
+messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{task}\n\n{title}: {description}"}]
+no_system = [{"role": "user", "content": "What is 2+2?"}]
+
+fmt = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")
+
+
+def greedy(msgs):
+    prompt = fmt(messages=msgs).prompt
+    ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    out = []
+    llm.reset()
+    for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
+        if t == llm.token_eos() or len(out) >= GREEDY:
+            break
+        out.append(t)
+    return {"messages": msgs, "prompt": prompt, "prompt_ids": ids, "greedy_ids": out,
+            "greedy_text": llm.detokenize(out).decode("utf-8", "replace")}
+
+
+json.dump({"peer": f"llama-cpp-python {llama_cpp.__version__}", "gguf": os.path.basename(gguf),
+           "tokenized": tokenized, "chats": [greedy(messages), greedy(no_system)]},
+          sys.stdout, ensure_ascii=False, indent=1)
+sys.stdout.write("\n")
