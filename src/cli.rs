@@ -50,9 +50,13 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
-    /// Write a whole table as CSV or JSON Lines.
+    /// Write a whole table as CSV or JSON Lines; `export finetune --folds 5 --out DIR` writes
+    /// fine-tuning folds (chat JSONL) instead.
     Export {
         table: String,
+        /// `finetune` only: the number of folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
         #[arg(long, short, default_value = "pipeline.toml")]
         config: PathBuf,
         #[arg(long, value_enum, default_value = "csv")]
@@ -119,7 +123,15 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let stdout = std::io::stdout();
             sql::write(&batches, format, &mut stdout.lock())
         }
-        Cmd::Export { table, config, format, out } => {
+        Cmd::Export { table, config, format, out, folds } if table == "finetune" => {
+            let cfg = Config::load(&config)?;
+            let wh = open_warehouse(&config)?;
+            let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
+            let _ = format;
+            println!("{}", crate::generation::export_finetune(&cfg, &wh, folds, &out)?);
+            Ok(())
+        }
+        Cmd::Export { table, config, format, out, .. } => {
             let wh = open_warehouse(&config)?;
             if format == Format::Table {
                 bail!("export writes csv, json or jsonl");
@@ -197,8 +209,8 @@ fn status(config: &Path) -> Result<()> {
         let rows: u64 = parts.iter().map(|(_, p)| p.rows).sum();
         let bytes: u64 = parts
             .iter()
-            .flat_map(|(k, _)| warehouse::parquet_files(&wh.root.join(k)))
-            .filter_map(|f| std::fs::metadata(f).ok())
+            .filter_map(|(k, _)| crate::engine::partition_from_id(k))
+            .filter_map(|p| std::fs::metadata(wh.file(&p)).ok())
             .map(|m| m.len())
             .sum();
         println!("{:<14} {:>10} {:>11} {:>12}", t.name, rows, parts.len(), bytes);
@@ -223,7 +235,7 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
     let plan = p.plan()?;
     for s in &plan.stale {
         if let Some(part) = crate::engine::partition_from_id(s) {
-            freed += dir_size(&wh.dir(&part));
+            freed += dir_size(&wh.file(&part));
             wh.remove(&part)?;
         }
         st.partitions.remove(s);

@@ -68,6 +68,47 @@ pub struct Model {
     pub source: Option<String>,
     pub columns: BTreeMap<String, String>,
     pub skip_bad_rows: bool,
+    /// Generative backends (`openai`, `ollama`, `embedded`): how to call the model.
+    pub gen: Option<GenSettings>,
+}
+
+/// How a generative model is called. `key` part (what changes the outputs) is in the cache
+/// key; throughput knobs (endpoints, concurrency, limits, retries) are not, so moving a model
+/// to a bigger fleet re-generates nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenSettings {
+    pub key: GenKey,
+    pub base_urls: Vec<String>,
+    pub api_key_env: Option<String>,
+    pub concurrency: usize,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u32>,
+    pub retries: u32,
+    pub timeout_ms: u64,
+    pub price_per_1k_input: Option<f64>,
+    pub price_per_1k_output: Option<f64>,
+    /// Services this model answers (default: every declared service).
+    pub services: Vec<String>,
+}
+
+/// The parameters that decide what a model outputs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GenKey {
+    pub backend: String,
+    /// The id the server knows the model by (default: the model's name); for `embedded`, the GGUF asset.
+    pub model_id: String,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub samples: u32,
+    pub seed: u64,
+    pub few_shot: usize,
+    /// Documentation sections quoted in the prompt (0 = off).
+    pub retrieval: usize,
+    pub retrieval_chars: usize,
+    /// Ollama's context window.
+    pub num_ctx: Option<u32>,
+    /// Extra body parameters (`[models.params]`), merged into every request.
+    pub params: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Per-stage parameters; part of each stage's cache key.
@@ -84,6 +125,52 @@ pub struct StageParams {
     pub score: QualityParams,
     #[serde(default)]
     pub crawl: CrawlParams,
+    #[serde(default)]
+    pub generate: GenerateParams,
+    #[serde(default)]
+    pub repair: RepairParams,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateParams {
+    /// Requests per checkpointed batch: a killed run loses at most one batch of answers.
+    /// Default: enough to keep every endpoint busy (16, or 2 × concurrency × endpoints).
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        Self { batch_size: None }
+    }
+}
+
+/// Schema-guided repair (SPEC §1).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepairParams {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+    /// The `[[models]]` entry that repairs; unset = each generative model repairs its own
+    /// outputs and imported models are not repaired.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Only these models' outputs are repaired (default: all).
+    #[serde(default)]
+    pub models: Option<Vec<String>>,
+}
+
+impl Default for RepairParams {
+    fn default() -> Self {
+        Self { enabled: false, rounds: default_rounds(), model: None, models: None }
+    }
+}
+
+fn default_rounds() -> u32 {
+    2
 }
 
 /// Politeness, limits and browser settings of every crawl source.
@@ -264,10 +351,55 @@ struct RawModel {
     code: Option<bool>,
     #[serde(default)]
     proprietary: Option<bool>,
+    #[serde(default)]
+    base_url: Option<Spanned<String>>,
+    #[serde(default)]
+    base_urls: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    api_key_env: Option<Spanned<String>>,
+    #[serde(default)]
+    model: Option<Spanned<String>>,
+    #[serde(default)]
+    params: Option<toml::Table>,
+    #[serde(default)]
+    concurrency: Option<Spanned<usize>>,
+    #[serde(default)]
+    rpm: Option<u32>,
+    #[serde(default)]
+    tpm: Option<u32>,
+    #[serde(default)]
+    retries: Option<u32>,
+    #[serde(default)]
+    timeout_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    max_tokens: Option<Spanned<u32>>,
+    #[serde(default)]
+    temperature: Option<Spanned<f32>>,
+    #[serde(default)]
+    samples: Option<Spanned<u32>>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    few_shot: Option<usize>,
+    #[serde(default)]
+    retrieval: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    retrieval_chars: Option<usize>,
+    #[serde(default)]
+    num_ctx: Option<u32>,
+    #[serde(default)]
+    price_per_1k_input: Option<f64>,
+    #[serde(default)]
+    price_per_1k_output: Option<f64>,
+    #[serde(default)]
+    services: Option<Spanned<Vec<String>>>,
 }
 
 const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
-const BACKENDS: &[&str] = &["import"];
+const BACKENDS: &[&str] = &["import", "openai", "ollama", "embedded"];
+
+/// The embedded model's weights, as `doc2ci setup` fetches them.
+pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Partition values end up in folder names (`model=…`), so they must be path-safe.
 fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
@@ -397,7 +529,7 @@ impl Config {
             let mut model = Model {
                 name: m.name.get_ref().clone(),
                 backend: m.backend.get_ref().clone(),
-                family: m.family,
+                family: m.family.clone(),
                 size_b: m.size_b,
                 code: m.code,
                 proprietary: m.proprietary,
@@ -405,9 +537,15 @@ impl Config {
                 format: "llm4ci".into(),
                 service,
                 source: None,
-                columns: m.columns,
+                columns: m.columns.clone(),
                 skip_bad_rows: m.skip_bad_rows,
+                gen: None,
             };
+            if model.backend != "import" {
+                model.gen = Some(gen_settings(&cx, span.clone(), &m, &services)?);
+            } else if let Some((k, sp)) = generative_key(&m) {
+                return cx.err(sp, &format!("models.{k}"), format!("model `{}`: `{k}` applies to generative backends (openai, ollama, embedded), not import", model.name));
+            }
             if model.backend == "import" {
                 let Some(path) = &m.path else { return cx.err(span, "models.path", format!("model `{}`: the import backend needs `path`", model.name)) };
                 model.path = Some(cx.path(path.span(), "models.path", path.get_ref())?);
@@ -442,6 +580,32 @@ impl Config {
         }
         if raw.stages.import.batch_size == 0 {
             bail!("{}: `stages.import.batch_size` must be at least 1", file.display());
+        }
+        if raw.stages.generate.batch_size == Some(0) {
+            bail!("{}: `stages.generate.batch_size` must be at least 1", file.display());
+        }
+        let rp = &raw.stages.repair;
+        if rp.enabled {
+            let line = text.find("[stages.repair]").map_or(0, |o| cx.line(o));
+            let at = |msg: String| -> Result<()> { bail!("{}:{line}: `stages.repair`: {msg}", file.display()) };
+            if rp.rounds == 0 {
+                at("`rounds` must be at least 1".into())?;
+            }
+            if !raw.stages.validate.enabled {
+                at("repair needs the validator's errors: enable [stages.validate]".into())?;
+            }
+            if let Some(name) = &rp.model {
+                match models.iter().find(|m| &m.name == name) {
+                    None => at(format!("`model = \"{name}\"`: no such [[models]] entry"))?,
+                    Some(m) if m.gen.is_none() => at(format!("`model = \"{name}\"` is an imported model; the repairing model must generate (openai, ollama, embedded)"))?,
+                    _ => {}
+                }
+            }
+            for name in rp.models.iter().flatten() {
+                if !models.iter().any(|m| &m.name == name) {
+                    at(format!("`models`: no [[models]] entry `{name}`"))?;
+                }
+            }
         }
         Ok(Config {
             file: file.to_path_buf(),
@@ -521,6 +685,163 @@ fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: S
     })
 }
 
+/// A key set on an import model that only generative backends use, with its position.
+fn generative_key(m: &RawModel) -> Option<(&'static str, std::ops::Range<usize>)> {
+    let pairs: [(&'static str, Option<std::ops::Range<usize>>); 6] = [
+        ("base_url", m.base_url.as_ref().map(|s| s.span())),
+        ("base_urls", m.base_urls.as_ref().map(|s| s.span())),
+        ("model", m.model.as_ref().map(|s| s.span())),
+        ("max_tokens", m.max_tokens.as_ref().map(|s| s.span())),
+        ("temperature", m.temperature.as_ref().map(|s| s.span())),
+        ("samples", m.samples.as_ref().map(|s| s.span())),
+    ];
+    pairs.into_iter().find_map(|(k, s)| s.map(|s| (k, s)))
+}
+
+fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: &[Service]) -> Result<GenSettings> {
+    let name = m.name.get_ref();
+    let backend = m.backend.get_ref().as_str();
+    let mut base_urls: Vec<String> = Vec::new();
+    if let Some(u) = &m.base_url {
+        base_urls.push(u.get_ref().clone());
+    }
+    if let Some(us) = &m.base_urls {
+        if m.base_url.is_some() {
+            return cx.err(us.span(), "models.base_urls", format!("model `{name}`: give `base_url` or `base_urls`, not both"));
+        }
+        if us.get_ref().is_empty() {
+            return cx.err(us.span(), "models.base_urls", format!("model `{name}`: the list is empty"));
+        }
+        base_urls.extend(us.get_ref().iter().cloned());
+    }
+    let url_span = m.base_url.as_ref().map(|s| s.span()).or(m.base_urls.as_ref().map(|s| s.span())).unwrap_or(span.clone());
+    for u in &base_urls {
+        if !(u.starts_with("http://") || u.starts_with("https://")) {
+            return cx.err(url_span.clone(), "models.base_url", format!("model `{name}`: `{u}` is not an http:// or https:// URL"));
+        }
+    }
+    match backend {
+        "openai" | "ollama" if base_urls.is_empty() => {
+            return cx.err(span, "models.base_url", format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"));
+        }
+        "embedded" if !base_urls.is_empty() => {
+            return cx.err(url_span, "models.base_url", format!("model `{name}`: the embedded model runs in-process; it has no `base_url`"));
+        }
+        _ => {}
+    }
+    if backend != "openai" {
+        if let Some(k) = &m.api_key_env {
+            return cx.err(k.span(), "models.api_key_env", format!("model `{name}`: only the openai backend sends an API key"));
+        }
+    }
+    if let Some(k) = &m.api_key_env {
+        let v = k.get_ref();
+        if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return cx.err(k.span(), "models.api_key_env", format!("model `{name}`: `{v}` is not an environment variable name (the key itself never goes in the config)"));
+        }
+    }
+    let model_id = match (backend, &m.model) {
+        ("embedded", Some(s)) => return cx.err(s.span(), "models.model", format!("model `{name}`: the embedded backend always runs SmolLM2-135M-Instruct")),
+        ("embedded", None) => SMOLLM2_GGUF.to_string(),
+        (_, Some(s)) => s.get_ref().clone(),
+        (_, None) => name.clone(),
+    };
+    let temperature = m.temperature.as_ref().map_or(0.0, |t| *t.get_ref());
+    if let Some(t) = &m.temperature {
+        if !(0.0..=2.0).contains(t.get_ref()) {
+            return cx.err(t.span(), "models.temperature", format!("model `{name}`: must be between 0 and 2"));
+        }
+    }
+    let samples = m.samples.as_ref().map_or(1, |s| *s.get_ref());
+    if let Some(s) = &m.samples {
+        if samples == 0 {
+            return cx.err(s.span(), "models.samples", format!("model `{name}`: at least 1"));
+        }
+        if samples > 1 && temperature == 0.0 {
+            return cx.err(s.span(), "models.samples", format!("model `{name}`: {samples} samples at temperature 0 would be identical; set `temperature` > 0 for pass@k"));
+        }
+    }
+    let max_tokens = m.max_tokens.as_ref().map_or(1024, |t| *t.get_ref());
+    if let Some(t) = &m.max_tokens {
+        if max_tokens == 0 {
+            return cx.err(t.span(), "models.max_tokens", format!("model `{name}`: at least 1"));
+        }
+    }
+    let concurrency = m.concurrency.as_ref().map_or(if backend == "embedded" { 1 } else { 4 }, |c| *c.get_ref());
+    if let Some(c) = &m.concurrency {
+        if concurrency == 0 {
+            return cx.err(c.span(), "models.concurrency", format!("model `{name}`: at least 1"));
+        }
+    }
+    let timeout_ms = m.timeout_ms.as_ref().map_or(120_000, |t| *t.get_ref());
+    if let Some(t) = &m.timeout_ms {
+        if timeout_ms == 0 {
+            return cx.err(t.span(), "models.timeout_ms", format!("model `{name}`: at least 1"));
+        }
+    }
+    let retrieval = match &m.retrieval {
+        None => 0,
+        Some(v) => match v.get_ref() {
+            toml::Value::Boolean(true) => 3,
+            toml::Value::Boolean(false) => 0,
+            toml::Value::Integer(n) if *n >= 0 => *n as usize,
+            _ => return cx.err(v.span(), "models.retrieval", format!("model `{name}`: true, false, or how many sections to quote")),
+        },
+    };
+    if backend != "ollama" && m.num_ctx.is_some() {
+        return cx.err(span, "models.num_ctx", format!("model `{name}`: `num_ctx` is an Ollama setting"));
+    }
+    let params: serde_json::Map<String, serde_json::Value> = match &m.params {
+        Some(t) => match serde_json::to_value(t)? {
+            serde_json::Value::Object(o) => o,
+            _ => unreachable!("a TOML table is a JSON object"),
+        },
+        None => serde_json::Map::new(),
+    };
+    if backend == "embedded" && !params.is_empty() {
+        return cx.err(span, "models.params", format!("model `{name}`: the embedded backend takes no extra request parameters"));
+    }
+    let svcs = match &m.services {
+        Some(list) => {
+            for s in list.get_ref() {
+                if !services.iter().any(|x| &x.name == s) {
+                    return cx.err(list.span(), "models.services", format!("model `{name}`: unknown service `{s}`"));
+                }
+            }
+            list.get_ref().clone()
+        }
+        None => match &m.service {
+            Some(s) => vec![s.get_ref().clone()],
+            None => services.iter().map(|s| s.name.clone()).collect(),
+        },
+    };
+    Ok(GenSettings {
+        key: GenKey {
+            backend: backend.to_string(),
+            model_id,
+            max_tokens,
+            temperature,
+            samples,
+            seed: m.seed.unwrap_or(0),
+            few_shot: m.few_shot.unwrap_or(0),
+            retrieval,
+            retrieval_chars: m.retrieval_chars.unwrap_or(1500),
+            num_ctx: m.num_ctx,
+            params,
+        },
+        base_urls,
+        api_key_env: m.api_key_env.as_ref().map(|s| s.get_ref().clone()),
+        concurrency,
+        rpm: m.rpm,
+        tpm: m.tpm,
+        retries: m.retries.unwrap_or(5),
+        timeout_ms,
+        price_per_1k_input: m.price_per_1k_input,
+        price_per_1k_output: m.price_per_1k_output,
+        services: svcs,
+    })
+}
+
 /// `GitHubActions_Docs.csv.gz` → `GitHubActions_Docs`: a readable default source name.
 fn file_stem(p: &Path) -> String {
     let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -547,6 +868,47 @@ mod tests {
     fn wrong_type_names_line() {
         let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = 3\ndisplay = \"x\"\n").unwrap_err().to_string();
         assert!(e.contains("line 4"), "{e}");
+    }
+
+    const HEAD: &str = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"gha\"\ndisplay = \"GitHub Actions\"\n";
+
+    #[test]
+    fn generative_models_parse_with_defaults_and_keys() {
+        let c = parse(&format!(
+            "{HEAD}[[models]]\nname = \"small\"\nbackend = \"embedded\"\nmax_tokens = 256\n\
+             [[models]]\nname = \"fleet\"\nbackend = \"openai\"\nbase_urls = [\"http://127.0.0.1:1/v1\", \"http://127.0.0.1:2/v1\"]\nmodel = \"qwen\"\napi_key_env = \"KEY_VAR\"\n\
+             temperature = 0.7\nsamples = 5\nfew_shot = 3\nretrieval = true\nconcurrency = 8\nrpm = 600\nprice_per_1k_input = 0.5\n[models.params]\ntop_p = 0.9\n\
+             [stages.repair]\nenabled = true\nmodel = \"small\"\n"
+        ))
+        .unwrap();
+        let e = c.models[0].gen.as_ref().unwrap();
+        assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 1));
+        assert_eq!(e.services, ["gha"]);
+        let f = c.models[1].gen.as_ref().unwrap();
+        assert_eq!(f.base_urls.len(), 2);
+        assert_eq!((f.key.model_id.as_str(), f.key.samples, f.key.few_shot, f.key.retrieval), ("qwen", 5, 3, 3));
+        assert_eq!(f.key.params["top_p"], 0.9);
+        assert_eq!(f.api_key_env.as_deref(), Some("KEY_VAR"));
+        assert!(c.stages.repair.enabled && c.stages.repair.rounds == 2);
+    }
+
+    #[test]
+    fn generative_model_errors_name_line_and_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\n", ":6:", "base_url"),
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"localhost:8080\"\n", ":9:", "not an http"),
+            ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\napi_key_env = \"K\"\n", ":10:", "api_key_env"),
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = \"sk-123 secret\"\n", ":10:", "environment variable"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nsamples = 3\n", ":9:", "temperature"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmax_tokns = 3\n", "line 9", "max_tokns"),
+            ("[[models]]\nname = \"x\"\nbackend = \"vllm\"\n", ":8:", "unknown backend"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\ntemperature = 5.0\n", ":9:", "between 0 and 2"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),
+        ];
+        for (body, line, what) in cases {
+            let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();
+            assert!(e.contains(line) && e.contains(what), "{body}: {e}");
+        }
     }
 
     #[test]

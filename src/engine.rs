@@ -138,7 +138,7 @@ impl Pipeline {
         if st.key != Self::key(n, inputs) {
             return Some("cache key changed".into());
         }
-        if warehouse::parquet_files(&wh.dir(&n.part)).is_empty() {
+        if !wh.file(&n.part).exists() {
             return Some("output missing from the warehouse".into());
         }
         None
@@ -367,10 +367,14 @@ impl Pipeline {
 
 /// `generations/service=a/model=b` → the partition, for cleaning up stale folders.
 pub fn partition_from_id(id: &str) -> Option<Partition> {
+    let (id, file) = match id.split_once('#') {
+        Some((a, f)) => (a, Some(f.to_string())),
+        None => (id, None),
+    };
     let mut it = id.split('/');
     let t = warehouse::table(it.next()?)?;
     let values: Vec<(String, String)> = it.map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect::<Option<_>>()?;
-    (values.len() == t.partition_cols.len()).then_some(Partition { table: t.name, values })
+    (values.len() == t.partition_cols.len()).then_some(Partition { table: t.name, values, file })
 }
 
 /// Content hashes of input files, computed once per command.

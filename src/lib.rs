@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod crawl;
 pub mod engine;
+pub mod generation;
 pub mod resources;
 pub mod sql;
 pub mod tasks;

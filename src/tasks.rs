@@ -24,7 +24,8 @@ use crate::config::Config;
 use crate::resources;
 use crate::engine::Node;
 use crate::ui::Ui;
-use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, SCORES, VALIDATIONS};
+use crate::generation;
+use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, SCORES, VALIDATIONS};
 
 #[derive(Debug, Clone)]
 pub enum Task {
@@ -37,6 +38,10 @@ pub enum Task {
     ValidateRefs { service: Service, pairs: Partition },
     Validate { service: Service, generations: Partition },
     Score { service: Service, pairs: Partition, generations: Partition },
+    Generate { model: usize, service: String, pairs: Partition },
+    /// Repair round `round` of `model`'s outputs, written by `repairer`; reads every earlier round.
+    Repair { model: usize, repairer: usize, service: String, round: u32, pairs: Partition, gens: Vec<Partition>, vals: Vec<Partition> },
+    RepairSummary { model: usize, repairer: usize, service: String, gens: Vec<Partition>, vals: Vec<Partition> },
 }
 
 pub struct TaskOutput {
@@ -138,13 +143,167 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             files: vec![m.path.clone().expect("config checked: import models have a path")],
             pinned: vec![],
             params: json!({"format": m.format, "columns": m.columns, "skip_bad_rows": m.skip_bad_rows, "source": m.source}),
-            version: 1,
+            version: 2,
             task: Task::ImportOutputs { model: i },
             model: Some(m.name.clone()),
         });
     }
+    for (i, m) in cfg.models.iter().enumerate() {
+        let Some(g) = &m.gen else { continue };
+        for service in &g.services {
+            // A service without pairs has nothing to ask.
+            let Some(dedupe) = nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str())) else { continue };
+            nodes.push(Node {
+                stage: "generate",
+                part: Partition::new(GENERATIONS, &[service, &m.name]),
+                deps: vec![dedupe],
+                files: vec![],
+                pinned: model_pins(m),
+                params: json!({"gen": g.key, "prompt": generation::PROMPT_VERSION}),
+                version: 1,
+                task: Task::Generate { model: i, service: service.clone(), pairs: nodes[dedupe].part.clone() },
+                model: Some(m.name.clone()),
+            });
+        }
+    }
     add_quality_nodes(cfg, &mut nodes)?;
+    add_repair_nodes(cfg, &mut nodes)?;
     Ok(nodes)
+}
+
+/// The embedded model's weights stand in its cache keys by their pinned hash.
+fn model_pins(m: &crate::config::Model) -> Vec<(String, String)> {
+    match &m.gen {
+        Some(g) if g.key.backend == "embedded" => assets::pinned_sha256(crate::config::SMOLLM2_GGUF).map(|h| vec![(crate::config::SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default(),
+        _ => vec![],
+    }
+}
+
+/// Repair rounds: round k of (service, model) writes `generations/…/round-k.parquet`, which
+/// the ordinary validate and score nodes then read like any generations partition, and
+/// round k+1 reads every earlier round. A summary per (service, model) fills `repairs`.
+fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
+    let rp = &cfg.stages.repair;
+    if !rp.enabled || !cfg.stages.validate.enabled {
+        return Ok(());
+    }
+    let round0: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.file.is_none()).map(|(i, _)| i).collect();
+    for g0 in round0 {
+        let gp0 = nodes[g0].part.clone();
+        let service = gp0.get("service").unwrap_or_default().to_string();
+        let model_name = gp0.get("model").unwrap_or_default().to_string();
+        let Some(model) = cfg.models.iter().position(|m| m.name == model_name) else { continue };
+        if rp.models.as_ref().is_some_and(|ms| !ms.contains(&model_name)) {
+            continue;
+        }
+        let repairer = match &rp.model {
+            Some(r) => cfg.models.iter().position(|m| &m.name == r).expect("config checked the repair model"),
+            None if cfg.models[model].gen.is_some() => model,
+            None => continue,
+        };
+        let Ok(svc) = service.parse::<Service>() else { continue };
+        let Some(v0) = nodes.iter().position(|n| n.part.table == VALIDATIONS.name && n.part.values == gp0.values && n.part.file.is_none()) else { continue };
+        let Some(dedupe) = nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str())) else { continue };
+        let rm = &cfg.models[repairer];
+        let params = json!({"repairer": rm.name, "gen": rm.gen.as_ref().map(|g| &g.key), "prompt": generation::PROMPT_VERSION,
+            "original": generation::prompt_options(cfg.models[model].gen.as_ref())});
+        let (mut gs, mut vs) = (vec![g0], vec![v0]);
+        for round in 1..=rp.rounds {
+            let file = format!("round-{round}");
+            let mut deps = vec![dedupe];
+            deps.extend(&gs);
+            deps.extend(&vs);
+            nodes.push(Node {
+                stage: "repair",
+                part: Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&file),
+                deps,
+                files: vec![],
+                pinned: model_pins(rm),
+                params: params.clone(),
+                version: 1,
+                task: Task::Repair {
+                    model,
+                    repairer,
+                    service: service.clone(),
+                    round,
+                    pairs: nodes[dedupe].part.clone(),
+                    gens: gs.iter().map(|&i| nodes[i].part.clone()).collect(),
+                    vals: vs.iter().map(|&i| nodes[i].part.clone()).collect(),
+                },
+                model: Some(model_name.clone()),
+            });
+            let gk = nodes.len() - 1;
+            let (vk, _) = push_quality(cfg, nodes, svc, dedupe, gk)?;
+            gs.push(gk);
+            vs.push(vk.expect("validate is enabled"));
+        }
+        let mut deps = gs.clone();
+        deps.extend(&vs);
+        nodes.push(Node {
+            stage: "repair",
+            part: Partition::new(REPAIRS, &[&service, &model_name]),
+            deps,
+            files: vec![],
+            pinned: vec![],
+            params: json!({"repairer": rm.name}),
+            version: 1,
+            task: Task::RepairSummary {
+                model,
+                repairer,
+                service: service.clone(),
+                gens: gs.iter().map(|&i| nodes[i].part.clone()).collect(),
+                vals: vs.iter().map(|&i| nodes[i].part.clone()).collect(),
+            },
+            model: Some(model_name.clone()),
+        });
+    }
+    Ok(())
+}
+
+/// validate and score nodes for one generations partition (any round); returns their indices.
+fn push_quality(cfg: &Config, nodes: &mut Vec<Node>, service: Service, dedupe: usize, g: usize) -> Result<(Option<usize>, Option<usize>)> {
+    let pin = |rel: &str| -> Result<(String, String)> {
+        let h = assets::pinned_sha256(rel).ok_or_else(|| anyhow!("internal: {rel} is not in the asset manifests"))?;
+        Ok((rel.to_string(), h))
+    };
+    let gp = nodes[g].part.clone();
+    let name = gp.get("service").unwrap_or_default().to_string();
+    let model = gp.get("model").unwrap_or_default().to_string();
+    let pairs = nodes[dedupe].part.clone();
+    let with_file = |p: Partition| match &gp.file {
+        Some(f) => p.with_file(f),
+        None => p,
+    };
+    let (mut v, mut s) = (None, None);
+    if cfg.stages.validate.enabled {
+        nodes.push(Node {
+            stage: "validate",
+            part: with_file(Partition::new(VALIDATIONS, &[&name, &model])),
+            deps: vec![g],
+            files: vec![],
+            pinned: vec![pin(&resources::schema_asset(service))?],
+            params: serde_json::to_value(&cfg.stages.validate)?,
+            version: 1,
+            task: Task::Validate { service, generations: gp.clone() },
+            model: Some(model.clone()),
+        });
+        v = Some(nodes.len() - 1);
+    }
+    if cfg.stages.score.enabled {
+        nodes.push(Node {
+            stage: "score",
+            part: with_file(Partition::new(SCORES, &[&name, &model])),
+            deps: vec![dedupe, g],
+            files: vec![],
+            pinned: vec![pin(resources::EMBED_MODEL)?, pin(resources::EMBED_TOKENIZER)?],
+            params: serde_json::to_value(&cfg.stages.score)?,
+            version: 1,
+            task: Task::Score { service, pairs, generations: gp },
+            model: Some(model),
+        });
+        s = Some(nodes.len() - 1);
+    }
+    Ok((v, s))
 }
 
 /// validate and score: one partition per (service, model), plus each service's references.
@@ -174,39 +333,12 @@ fn add_quality_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
                 pinned: vec![pin(&resources::schema_asset(service))?],
                 params: serde_json::to_value(&cfg.stages.validate)?,
                 version: 1,
-                task: Task::ValidateRefs { service, pairs: pairs.clone() },
+                task: Task::ValidateRefs { service, pairs },
                 model: None,
             });
         }
         for g in gens {
-            let gp = nodes[g].part.clone();
-            let model = gp.get("model").unwrap_or_default().to_string();
-            if cfg.stages.validate.enabled {
-                nodes.push(Node {
-                    stage: "validate",
-                    part: Partition::new(VALIDATIONS, &[&name, &model]),
-                    deps: vec![g],
-                    files: vec![],
-                    pinned: vec![pin(&resources::schema_asset(service))?],
-                    params: serde_json::to_value(&cfg.stages.validate)?,
-                    version: 1,
-                    task: Task::Validate { service, generations: gp.clone() },
-                    model: Some(model.clone()),
-                });
-            }
-            if cfg.stages.score.enabled {
-                nodes.push(Node {
-                    stage: "score",
-                    part: Partition::new(SCORES, &[&name, &model]),
-                    deps: vec![d, g],
-                    files: vec![],
-                    pinned: vec![pin(resources::EMBED_MODEL)?, pin(resources::EMBED_TOKENIZER)?],
-                    params: serde_json::to_value(&cfg.stages.score)?,
-                    version: 1,
-                    task: Task::Score { service, pairs: pairs.clone(), generations: gp },
-                    model: Some(model),
-                });
-            }
+            push_quality(cfg, nodes, service, d, g)?;
         }
     }
     Ok(())
@@ -301,6 +433,19 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let frag = rows.iter().filter(|r| r.fragment).count();
             let parsed = rows.iter().filter(|r| r.parse_ok).count();
             let note = format!("{} references: {parsed} parse as mappings, {frag} fragments", rows.len());
+            finish(wh, node, key, &rows, Some(note))
+        }
+        Task::Generate { model, service, pairs } => {
+            let (rows, note) = generation::generate(wh, node, key, cfg, ui, *model, service, pairs)?;
+            finish(wh, node, key, &rows, Some(note))
+        }
+        Task::Repair { model, repairer, service, round, pairs, gens, vals } => {
+            let (rows, note) = generation::repair(wh, node, key, cfg, ui, *model, *repairer, service, *round, pairs, gens, vals)?;
+            finish(wh, node, key, &rows, Some(note))
+        }
+        Task::RepairSummary { model, repairer, service, gens, vals } => {
+            let rows = generation::repair_summary(wh, service, &cfg.models[*model].name, &cfg.models[*repairer].name, gens, vals)?;
+            let note = rows.iter().map(|r| format!("round {}: {}/{} fixed", r.round, r.fixed, r.attempted)).collect::<Vec<_>>().join(", ");
             finish(wh, node, key, &rows, Some(note))
         }
         Task::Validate { service, generations } => {

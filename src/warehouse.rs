@@ -1,8 +1,10 @@
 //! The Parquet warehouse: Hive-partitioned tables that readers may query at any moment.
 //!
-//! A partition is one leaf folder (`scores/service=…/model=…/`). It is built complete in a
-//! staging folder and swapped in with one `renameat2(RENAME_EXCHANGE)`, so a concurrent
-//! `read_parquet('scores/**/*.parquet')` sees either the old rows or the new ones, never both.
+//! A partition is one Parquet file in a leaf folder (`scores/service=…/model=…/part-0.parquet`;
+//! repair rounds add `round-1.parquet`, … beside it, each its own partition with a `round`
+//! column inside). It is written complete in a staging folder and renamed over its target in
+//! one step, so a concurrent `read_parquet('scores/**/*.parquet')` sees either the old rows or
+//! the new ones, never both.
 //! Engine bookkeeping lives under `_doc2ci/`, outside every table folder.
 
 use std::collections::BTreeMap;
@@ -39,8 +41,10 @@ pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
 pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", partition_cols: &["service"] };
 pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
 pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
+/// What each repair round revisited and fixed, per service and model.
+pub const REPAIRS: TableDef = TableDef { name: "repairs", partition_cols: &["service", "model"] };
 
-pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES];
+pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -51,19 +55,33 @@ pub fn table(name: &str) -> Option<TableDef> {
 pub struct Partition {
     pub table: &'static str,
     pub values: Vec<(String, String)>,
+    /// A named file beside the folder's `part-0.parquet` (repair round k: `round-k`).
+    pub file: Option<String>,
 }
 
 impl Partition {
     pub fn new(t: TableDef, values: &[&str]) -> Self {
         assert_eq!(t.partition_cols.len(), values.len(), "partition arity of {}", t.name);
-        Self { table: t.name, values: t.partition_cols.iter().zip(values).map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+        Self { table: t.name, values: t.partition_cols.iter().zip(values).map(|(k, v)| (k.to_string(), v.to_string())).collect(), file: None }
     }
+    pub fn with_file(mut self, name: &str) -> Self {
+        self.file = Some(name.to_string());
+        self
+    }
+    /// `generations/service=a/model=b`, or `…/model=b#round-1` for a named file.
     pub fn id(&self) -> String {
         let mut s = self.table.to_string();
         for (k, v) in &self.values {
             s.push_str(&format!("/{k}={v}"));
         }
+        if let Some(f) = &self.file {
+            s.push('#');
+            s.push_str(f);
+        }
         s
+    }
+    pub fn file_name(&self) -> String {
+        format!("{}.parquet", self.file.as_deref().unwrap_or("part-0"))
     }
     pub fn get(&self, col: &str) -> Option<&str> {
         self.values.iter().find(|(k, _)| k == col).map(|(_, v)| v.as_str())
@@ -154,8 +172,17 @@ impl Warehouse {
         atomic_write(&self.meta().join("state.json"), &serde_json::to_vec_pretty(st)?)
     }
 
+    /// The leaf folder holding the partition's file (shared with the other rounds).
     pub fn dir(&self, p: &Partition) -> PathBuf {
-        self.root.join(p.id())
+        let mut d = self.root.join(p.table);
+        for (k, v) in &p.values {
+            d.push(format!("{k}={v}"));
+        }
+        d
+    }
+
+    pub fn file(&self, p: &Partition) -> PathBuf {
+        self.dir(p).join(p.file_name())
     }
 
     pub fn checkpoint(&self, p: &Partition, key: &str) -> Checkpoint {
@@ -164,30 +191,44 @@ impl Warehouse {
 
     /// Writes `rows` as the partition's entire content and returns the content hash.
     pub fn write<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T]) -> Result<String> {
-        let staging = self.meta().join("staging").join(format!("{}-{}", p.id().replace('/', "~"), unique()));
+        let staging = self.meta().join("staging");
         fs::create_dir_all(&staging)?;
         let bytes = encode_parquet(p, rows)?;
-        let file = staging.join("part-0.parquet");
-        fs::write(&file, &bytes)?;
-        File::open(&file)?.sync_all()?;
+        let tmp = staging.join(format!("{}-{}.tmp", p.id().replace(['/', '#'], "~"), unique()));
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
         let target = self.dir(p);
-        swap_in(&staging, &target)?;
-        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&target)?;
+        fs::rename(&tmp, self.file(p)).with_context(|| format!("cannot move partition into {}", target.display()))?;
         Ok(blake3::hash(&bytes).to_hex().to_string())
     }
 
+    /// The partition's rows; none when it was never written.
     pub fn read<T: DeserializeOwned>(&self, p: &Partition) -> Result<Vec<T>> {
-        read_dir_rows(&self.dir(p), p)
+        let f = self.file(p);
+        if !f.exists() {
+            return Ok(Vec::new());
+        }
+        read_file_rows(&f, Some(p))
     }
 
     pub fn remove(&self, p: &Partition) -> Result<()> {
         let d = self.dir(p);
-        if d.exists() {
+        let f = self.file(p);
+        if f.exists() {
+            fs::remove_file(&f)?;
+        }
+        // Files of older layouts are not partitions of their own; an otherwise empty folder goes.
+        if p.file.is_none() && d.exists() && !parquet_files(&d).iter().any(|x| x.file_name().is_some_and(|n| n.to_string_lossy().starts_with("round-"))) {
             let trash = self.meta().join("staging").join(format!("trash-{}", unique()));
             fs::create_dir_all(trash.parent().unwrap())?;
             fs::rename(&d, &trash)?;
             fs::remove_dir_all(&trash)?;
         }
+        let _ = fs::remove_dir(&d);
         // Leave no empty `service=…` folders behind.
         let mut parent = d.parent().map(Path::to_path_buf);
         while let Some(pp) = parent {
@@ -199,13 +240,22 @@ impl Warehouse {
         Ok(())
     }
 
-    /// Every leaf partition folder currently on disk for a table.
+    /// Every partition currently on disk for a table (leaf folders, and named files as `…#name`).
     pub fn partitions_on_disk(&self, t: TableDef) -> Vec<String> {
         let mut out = Vec::new();
         let base = self.root.join(t.name);
         fn walk(dir: &Path, depth: usize, prefix: String, out: &mut Vec<String>) {
             if depth == 0 {
-                out.push(prefix);
+                let files = parquet_files(dir);
+                if files.is_empty() || files.iter().any(|f| f.file_name().is_some_and(|n| n == "part-0.parquet")) {
+                    out.push(prefix.clone());
+                }
+                for f in files {
+                    let name = f.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    if name != "part-0" {
+                        out.push(format!("{prefix}#{name}"));
+                    }
+                }
                 return;
             }
             if let Ok(rd) = fs::read_dir(dir) {
@@ -304,30 +354,6 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Atomically replaces `target` (a folder) with `staging`; afterwards `staging` holds the old one.
-fn swap_in(staging: &Path, target: &Path) -> Result<()> {
-    fs::create_dir_all(target.parent().unwrap())?;
-    if !target.exists() {
-        fs::rename(staging, target).with_context(|| format!("cannot move partition into {}", target.display()))?;
-        return Ok(());
-    }
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let a = CString::new(staging.as_os_str().as_bytes())?;
-    let b = CString::new(target.as_os_str().as_bytes())?;
-    // SAFETY: two valid NUL-terminated paths; RENAME_EXCHANGE swaps them in one step.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
-    if rc == 0 {
-        return Ok(());
-    }
-    // Filesystems without RENAME_EXCHANGE: a brief window with the partition absent, never doubled.
-    let old = staging.with_extension("old");
-    fs::rename(target, &old)?;
-    fs::rename(staging, target)?;
-    fs::rename(&old, staging)?;
-    Ok(())
-}
-
 fn tracing_options() -> TracingOptions {
     TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
 }
@@ -365,14 +391,6 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
-}
-
-fn read_dir_rows<T: DeserializeOwned>(dir: &Path, p: &Partition) -> Result<Vec<T>> {
-    let mut out = Vec::new();
-    for f in parquet_files(dir) {
-        out.extend(read_file_rows::<T>(&f, Some(p))?);
-    }
-    Ok(out)
 }
 
 /// Reads a Parquet file back into rows, restoring the partition columns from the folder names.

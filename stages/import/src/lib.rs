@@ -260,6 +260,10 @@ impl<'a> Attacher<'a> {
             completion_tokens: None,
             error: out.error,
             degenerate,
+            degenerate_kind: degenerate.then(|| "empty".to_string()),
+            finish_reason: None,
+            attempts: None,
+            cost: None,
         }))
     }
 }

@@ -92,6 +92,41 @@ pub struct Generation {
     pub error: Option<String>,
     /// Empty, prose-only or repetitive output (the study's "degenerate" flag).
     pub degenerate: bool,
+    /// Which kind of degenerate: `empty`, `prose` or `repetitive`.
+    #[serde(default)]
+    pub degenerate_kind: Option<String>,
+    /// Why the backend stopped (`stop`, `length` = hit the token cap, …).
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// Requests sent for this row (1 + retries).
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    /// Price of this row from the model's per-1k-token prices at generation time.
+    #[serde(default)]
+    pub cost: Option<f64>,
+}
+
+/// What one repair round did for one service and model (SPEC §1 `repairs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepairRow {
+    pub service: String,
+    pub model: String,
+    pub round: u32,
+    /// The model that wrote the repairs (the model itself, or `[stages.repair] model`).
+    pub repair_model: String,
+    /// Outputs (pair, sample) in the study.
+    pub total: u64,
+    /// Schema-valid before this round (carried over untouched).
+    pub valid_before: u64,
+    /// Revisited this round: invalid after the previous round.
+    pub attempted: u64,
+    /// Revisited and now schema-valid.
+    pub fixed: u64,
+    /// Revisited and still invalid (including backend errors).
+    pub still_invalid: u64,
+    /// Revisited but the backend failed (counted in `still_invalid`).
+    pub errors: u64,
+    pub valid_after: u64,
 }
 
 /// Per-model metadata from `pipeline.toml`, kept so stats can group by tier/family.

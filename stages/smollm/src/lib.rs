@@ -40,11 +40,13 @@ impl ChatTemplate {
         if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && t.contains("message['role']")) {
             bail!("chat template is not ChatML (only ChatML is supported): {}", t.chars().take(200).collect::<String>());
         }
-        let marker = "<|im_start|>system\\n";
+        // The newline after "system" is a real one in SmolLM2's GGUF; other converters keep Jinja's escape.
         let default_system = if t.contains("messages[0]['role'] != 'system'") {
-            t.find(marker).and_then(|i| {
-                let rest = &t[i + marker.len()..];
-                rest.find("<|im_end|>").map(|j| unescape_jinja(&rest[..j]))
+            ["<|im_start|>system\n", "<|im_start|>system\\n"].iter().find_map(|marker| {
+                t.find(marker).and_then(|i| {
+                    let rest = &t[i + marker.len()..];
+                    rest.find("<|im_end|>").map(|j| unescape_jinja(&rest[..j]))
+                })
             })
         } else {
             None

@@ -1,0 +1,377 @@
+//! Generation and repair end to end with real models: the embedded SmolLM2, a hostile HTTP
+//! server for the failure paths, and repair of real invalid outputs from the llm4ci data.
+//! Rows are read back with the real DuckDB.
+
+mod common;
+use common::*;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The first `n` records of the real GitHub Actions pairs, as a small llm4ci CSV (`ids`: only these).
+fn small_docs(dir: &Path, n: usize, ids: Option<&[&str]>) -> PathBuf {
+    let f = std::fs::File::open(shared().join("GitHubActions_Docs.csv.gz")).unwrap();
+    let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
+    let path = dir.join("docs.csv");
+    let mut w = csv::Writer::from_path(&path).unwrap();
+    w.write_record(rdr.headers().unwrap()).unwrap();
+    let mut k = 0;
+    for r in rdr.records() {
+        let r = r.unwrap();
+        if ids.is_some_and(|ids| !ids.contains(&&r[0])) {
+            continue;
+        }
+        w.write_record(&r).unwrap();
+        k += 1;
+        if k == n {
+            break;
+        }
+    }
+    w.flush().unwrap();
+    path
+}
+
+fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
+    let s = format!(
+        "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
+         [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"llm4ci\"\npath = \"{}\"\nservice = \"github-actions\"\n\n{models}\n{extra}\n",
+        docs.display()
+    );
+    let p = dir.join("pipeline.toml");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+/// Rows of a query run by the real DuckDB; `{wh}` in the SQL stands for the warehouse folder.
+fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
+    let sql = sql.replace("{wh}", wh.to_str().unwrap());
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import duckdb,json,sys; print(json.dumps(duckdb.connect().execute(sys.argv[1]).fetchall(), default=str))", &sql])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "DuckDB: {}\n{sql}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)";
+
+#[test]
+fn embedded_model_generates_real_text_and_stores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = small_docs(dir.path(), 4, None);
+    let cfg = study(dir.path(), &docs, "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 48\nsize_b = 0.135\n", "[stages.score]\nenabled = false\n");
+    let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(out.contains("generate generations/service=github-actions/model=smollm2"), "{out}");
+    let wh = dir.path().join("wh");
+    let rows = duck(&wh, &format!("SELECT pair_id, output, raw_output, completion_tokens, error, finish_reason, latency_ms, round, sample FROM {GENS} ORDER BY pair_id"));
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert!(r[4].is_null(), "error: {r:?}");
+        let raw = r[2].as_str().unwrap();
+        assert!(raw.trim().len() > 10, "real text comes back: {raw:?}");
+        assert!(r[1].is_string());
+        let toks = r[3].as_u64().unwrap();
+        assert!(toks > 0 && toks <= 48, "tokens {toks} within the cap");
+        assert!(r[6].as_f64().unwrap() > 0.0);
+        assert_eq!(r[7], 0);
+        assert_eq!(r[8], 0);
+    }
+    // Validations follow the generations; a re-run does nothing.
+    let v = duck(&wh, "SELECT COUNT(*) FROM read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true) WHERE model = 'smollm2'");
+    assert_eq!(v[0][0], 4);
+    assert!(run_ok(&["run", "--config", cfg.to_str().unwrap()]).contains("nothing to do"));
+}
+
+fn walk_files(d: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            v.extend(walk_files(&e.path()));
+        } else {
+            v.push(e.path());
+        }
+    }
+    v
+}
+
+#[test]
+fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = small_docs(dir.path(), 6, None);
+    let cfg = study(
+        dir.path(),
+        &docs,
+        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n",
+        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+    );
+    let c = cfg.to_str().unwrap();
+    let mut child = doc2ci(&["run", "--config", c]).env("DOC2CI_TEST_BATCH_DELAY_MS", "1500").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let ck = dir.path().join("wh/_doc2ci/checkpoints");
+    let t0 = Instant::now();
+    let batches = |ck: &Path| walk_files(ck).into_iter().filter(|p| p.to_string_lossy().contains("generations") && p.extension().is_some_and(|e| e == "parquet")).collect::<Vec<_>>();
+    while batches(&ck).len() < 2 && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = batches(&ck);
+    assert!(before.len() >= 2 && before.len() < 6, "killed mid-generation: {} batches", before.len());
+    // What the killed run had finished, as DuckDB reads the checkpoint files.
+    let done = duck(Path::new("/"), &format!("SELECT pair_id, latency_ms, raw_output FROM read_parquet([{}]) ORDER BY pair_id", before.iter().map(|p| format!("'{}'", p.display())).collect::<Vec<_>>().join(",")));
+
+    let out = run_ok(&["run", "--config", c]);
+    assert!(out.contains("resuming after"), "{out}");
+    let wh = dir.path().join("wh");
+    let n = duck(&wh, &format!("SELECT COUNT(*), COUNT(DISTINCT pair_id || '/' || sample) FROM {GENS}"));
+    assert_eq!(n[0][0], 6, "every pair once");
+    assert_eq!(n[0][1], 6);
+    // Finished answers were kept, not asked again (a new request would have its own latency).
+    for d in &done {
+        let r = duck(&wh, &format!("SELECT latency_ms, raw_output FROM {GENS} WHERE pair_id = '{}'", d[0].as_str().unwrap()));
+        assert_eq!(r[0][0], d[1]);
+        assert_eq!(r[0][1], d[2]);
+    }
+    assert!(batches(&ck).is_empty(), "checkpoints cleared once the partition is final");
+}
+
+/// An OpenAI-compatible endpoint that answers by the pair's title: garbage, an empty answer,
+/// invalid UTF-8, a body that never ends, or a proper completion.
+fn hostile_server() -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = r.read_exact(&mut body);
+                let body = String::from_utf8_lossy(&body);
+                let ok = |content: &str| {
+                    let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
+                    j.to_string().into_bytes()
+                };
+                let send = |s: &mut std::net::TcpStream, b: &[u8]| {
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len());
+                    let _ = s.write_all(b);
+                };
+                if body.contains("GARBAGE") {
+                    send(&mut s, b"<html>this is not json at all");
+                } else if body.contains("EMPTYANSWER") {
+                    send(&mut s, &ok(""));
+                } else if body.contains("NONUTF8") {
+                    let mut b = br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"on: "#.to_vec();
+                    b.extend([0xff, 0xfe, 0xc3]);
+                    b.extend(br#""}}]}"#);
+                    send(&mut s, &b);
+                } else if body.contains("ENDLESS") {
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{{\"choices\":[");
+                    for _ in 0..600 {
+                        if s.write_all(b" ").is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                } else {
+                    send(&mut s, &ok("```yaml\non: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n```"));
+                }
+            });
+        }
+    });
+    (url, h)
+}
+
+#[test]
+fn garbage_empty_non_utf8_and_endless_responses_are_error_rows_not_crashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut jsonl = String::new();
+    for (i, t) in ["GARBAGE", "EMPTYANSWER", "NONUTF8", "ENDLESS", "FINE"].iter().enumerate() {
+        jsonl.push_str(&serde_json::json!({"id": i.to_string(), "url": format!("https://example.com/{i}"), "title": t, "description": format!("case {t}"), "reference": "on: push\n"}).to_string());
+        jsonl.push('\n');
+    }
+    std::fs::write(d.join("pairs.jsonl"), jsonl).unwrap();
+    let (url, _server) = hostile_server();
+    let cfg = format!(
+        "[study]\nwarehouse = \"wh\"\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
+         [[sources]]\nkind = \"import\"\nformat = \"jsonl\"\npath = \"pairs.jsonl\"\nservice = \"github-actions\"\n\n\
+         [[models]]\nname = \"hostile\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\nretries = 0\ntimeout_ms = 1500\nprice_per_1k_input = 1.0\nprice_per_1k_output = 2.0\n\n\
+         [stages.score]\nenabled = false\n"
+    );
+    std::fs::write(d.join("pipeline.toml"), cfg).unwrap();
+    let out = run_ok(&["run", "--config", d.join("pipeline.toml").to_str().unwrap()]);
+    assert!(out.contains("5 outputs"), "{out}");
+    let wh = d.join("wh");
+    let rows = duck(&wh, &format!("SELECT p.title, g.output, g.error, g.degenerate, g.degenerate_kind, g.cost FROM {GENS} g JOIN read_parquet('{{wh}}/pairs/**/*.parquet', hive_partitioning=true) p USING (pair_id) ORDER BY p.title"));
+    let by: std::collections::HashMap<String, &Vec<serde_json::Value>> = rows.iter().map(|r| (r[0].as_str().unwrap().to_string(), r)).collect();
+    assert_eq!(by.len(), 5);
+    assert_eq!(by["FINE"][1], "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n", "fences stripped");
+    assert!(by["FINE"][2].is_null());
+    assert!((by["FINE"][5].as_f64().unwrap() - 0.02).abs() < 1e-9, "10 in × 1.0/1k + 5 out × 2.0/1k");
+    assert_eq!(by["EMPTYANSWER"][3], true);
+    assert_eq!(by["EMPTYANSWER"][4], "empty");
+    for t in ["GARBAGE", "NONUTF8", "ENDLESS"] {
+        assert!(by[t][1].is_null(), "{t}: no output");
+        let e = by[t][2].as_str().unwrap_or_else(|| panic!("{t}: an error is recorded"));
+        assert!(e.contains("hostile") && e.contains("127.0.0.1"), "{t}: the error names the model and endpoint: {e}");
+    }
+    // The validator sees failed generations as invalid, with the reason.
+    let v = duck(&wh, "SELECT COUNT(*) FROM read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true) WHERE NOT schema_ok");
+    assert!(v[0][0].as_u64().unwrap() >= 4);
+}
+
+/// Real outputs of codellama-7b for the first pairs of the real data: a mix of schema-valid
+/// and schema-invalid files (the test checks which is which from the validator itself).
+fn real_outputs(dir: &Path, n: usize) -> PathBuf {
+    let f = std::fs::File::open(output_file("codellama-7b")).unwrap();
+    let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
+    let path = dir.join("codellama.csv");
+    let mut w = csv::Writer::from_path(&path).unwrap();
+    w.write_record(rdr.headers().unwrap()).unwrap();
+    for r in rdr.records().take(n) {
+        w.write_record(&r.unwrap()).unwrap();
+    }
+    w.flush().unwrap();
+    path
+}
+
+#[test]
+fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let docs = small_docs(d, 12, None);
+    let outs = real_outputs(d, 12);
+    let models = format!(
+        "[[models]]\nname = \"codellama-7b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"llama\"\n\n\
+         [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
+        outs.display()
+    );
+    let cfg = study(d, &docs, &models, "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 2\nmodel = \"smollm2\"\nmodels = [\"codellama-7b\"]\n");
+    let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
+    let wh = d.join("wh");
+    let vals = "read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true)";
+    let r0 = duck(&wh, &format!("SELECT pair_id, schema_ok FROM {vals} WHERE model = 'codellama-7b' AND round = 0 ORDER BY pair_id"));
+    let invalid0: Vec<&str> = r0.iter().filter(|r| r[1] == false).map(|r| r[0].as_str().unwrap()).collect();
+    let valid0: Vec<&str> = r0.iter().filter(|r| r[1] == true).map(|r| r[0].as_str().unwrap()).collect();
+    assert!(invalid0.len() >= 2 && !valid0.is_empty(), "the sample mixes valid and invalid real outputs: {r0:?}");
+
+    // Zero valid outputs changed: no repair row exists for any output valid at round 0.
+    let touched = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'codellama-7b' AND round > 0 AND pair_id IN ({})", valid0.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(",")));
+    assert_eq!(touched[0][0], 0, "a valid output was sent for repair");
+    // Round 1 revisits exactly the invalid ones, through the embedded model.
+    let r1 = duck(&wh, &format!("SELECT pair_id, raw_output, error FROM {GENS} WHERE model = 'codellama-7b' AND round = 1 ORDER BY pair_id"));
+    assert_eq!(r1.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), invalid0);
+    assert!(r1.iter().all(|r| r[2].is_null() && r[1].as_str().is_some_and(|t| !t.is_empty())), "real repairs came back: {r1:?}");
+    // Round-0 rows are the imported ones, untouched.
+    let g0 = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'codellama-7b' AND round = 0"));
+    assert_eq!(g0[0][0], 12);
+
+    // Counts per round, consistent with the validations.
+    let rep = duck(&wh, "SELECT round, total, valid_before, attempted, fixed, still_invalid, errors, valid_after, repair_model FROM read_parquet('{wh}/repairs/**/*.parquet', hive_partitioning=true) ORDER BY round");
+    assert_eq!(rep.len(), 2, "{rep:?}");
+    assert_eq!(rep[0][1], 12);
+    assert_eq!(rep[0][2].as_u64().unwrap(), valid0.len() as u64);
+    assert_eq!(rep[0][3].as_u64().unwrap(), invalid0.len() as u64);
+    for r in &rep {
+        assert_eq!(r[3].as_u64().unwrap(), r[4].as_u64().unwrap() + r[5].as_u64().unwrap());
+        assert_eq!(r[7].as_u64().unwrap(), r[2].as_u64().unwrap() + r[4].as_u64().unwrap());
+        assert_eq!(r[8], "smollm2");
+    }
+    assert_eq!(rep[1][2], rep[0][7], "round 2 starts where round 1 ended");
+    assert_eq!(rep[1][3], rep[0][5], "round 2 revisits exactly what round 1 left invalid");
+    let fixed1 = duck(&wh, &format!("SELECT COUNT(*) FROM {vals} WHERE model = 'codellama-7b' AND round = 1 AND schema_ok"));
+    assert_eq!(fixed1[0][0], rep[0][4]);
+    eprintln!("repair counts per round: {rep:?}\n{out}");
+
+    // Nothing changed → nothing runs; one more round → only that round (and the summary) runs.
+    let c = cfg.to_str().unwrap();
+    assert!(run_ok(&["run", "--config", c]).contains("nothing to do"));
+    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap().replace("rounds = 2", "rounds = 3")).unwrap();
+    let plan = run_ok(&["plan", "--config", c]);
+    let runs: Vec<&str> = plan.lines().filter(|l| l.starts_with("run ") || l.starts_with("maybe ")).collect();
+    assert!(runs.iter().any(|l| l.contains("#round-3")), "{plan}");
+    assert!(!runs.iter().any(|l| l.contains("#round-1") || l.contains("#round-2") || l.contains("generate ")), "{plan}");
+}
+
+/// `python3 -m llama_cpp.server` (pip `llama-cpp-python[server]`, scripts/deps.sh) serving the
+/// SmolLM2 GGUF on a free loopback port; killed on drop.
+struct LlamaServer(std::process::Child);
+
+impl LlamaServer {
+    fn start() -> (LlamaServer, String) {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let assets = std::env::var_os("DOC2CI_ASSETS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
+        let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+        assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
+        let child = std::process::Command::new("python3")
+            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", &port.to_string(), "--model"])
+            .arg(&gguf)
+            .args(["--model_alias", "smollm2", "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m llama_cpp.server (scripts/deps.sh installs llama-cpp-python[server])");
+        let s = LlamaServer(child);
+        let t = Instant::now();
+        loop {
+            if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let _ = c.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut r = String::new();
+                let _ = c.read_to_string(&mut r);
+                if r.starts_with("HTTP/1.1 200") {
+                    break;
+                }
+            }
+            assert!(t.elapsed() < Duration::from_secs(90), "llama_cpp.server did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (s, format!("http://127.0.0.1:{port}/v1"))
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn openai_backend_against_a_real_llama_cpp_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = small_docs(dir.path(), 3, None);
+    let (_server, url) = LlamaServer::start();
+    let cfg = study(
+        dir.path(),
+        &docs,
+        &format!("[[models]]\nname = \"smollm2-server\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\nmax_tokens = 32\nconcurrency = 2\nretries = 2\n"),
+        "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+    );
+    run_ok(&["run", "--config", cfg.to_str().unwrap()]);
+    let rows = duck(&dir.path().join("wh"), &format!("SELECT raw_output, error, prompt_tokens, completion_tokens, attempts FROM {GENS}"));
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert!(r[1].is_null(), "{r:?}");
+        assert!(r[0].as_str().is_some_and(|t| !t.trim().is_empty()), "{r:?}");
+        assert!(r[2].as_u64().unwrap() > 50, "the study's prompt is long: {r:?}");
+        assert!(r[3].as_u64().unwrap() <= 32);
+        assert!(r[4].as_u64().unwrap() >= 1);
+    }
+}
