@@ -37,8 +37,12 @@ pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
 pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", partition_cols: &["service"] };
 pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
 pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
+/// The study's tests in tidy rows (one partition: they compare across services and models).
+pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
+/// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
+pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
 
-pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES];
+pub const TABLES: &[TableDef] = &[PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, STATS, REPORT];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -162,8 +166,22 @@ impl Warehouse {
 
     /// Writes `rows` as the partition's entire content and returns the content hash.
     pub fn write<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T]) -> Result<String> {
+        self.write_with(p, rows, &[])
+    }
+
+    /// As [`Self::write`], with extra files (relative path, bytes) swapped in with the rows in one
+    /// step: how the report's HTML and figures appear together or not at all.
+    pub fn write_with<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T], extra: &[(String, Vec<u8>)]) -> Result<String> {
         let staging = self.meta().join("staging").join(format!("{}-{}", p.id().replace('/', "~"), unique()));
         fs::create_dir_all(&staging)?;
+        for (rel, bytes) in extra {
+            if rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c.is_empty()) {
+                bail!("internal: extra file path `{rel}` must be relative");
+            }
+            let path = staging.join(rel);
+            fs::create_dir_all(path.parent().expect("joined path has a parent"))?;
+            fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        }
         let bytes = encode_parquet(p, rows)?;
         let file = staging.join("part-0.parquet");
         fs::write(&file, &bytes)?;
