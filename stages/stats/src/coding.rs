@@ -176,7 +176,8 @@ mod tests {
     #[test]
     fn allocation_is_proportional_and_exact() {
         assert_eq!(allocate(385, &[1318, 1429, 1519, 1841]).iter().sum::<u64>(), 385);
-        assert_eq!(allocate(10, &[1, 1, 100]), vec![1, 1, 8]);
+        assert_eq!(allocate(10, &[1, 1, 100]), vec![0, 0, 10]);
+        assert_eq!(allocate(10, &[3, 3, 4]), vec![3, 3, 4]);
         assert_eq!(allocate(5, &[2, 0]), vec![2, 0]);
     }
 

@@ -323,6 +323,8 @@ pub fn spearman(x: &[f64], y: &[f64]) -> Option<TestResult> {
     Some(TestResult { statistic: rho, p, method: "t" })
 }
 
+/// Pearson's r in numpy's `corrcoef` order of operations (covariance over n - 1, then divided by
+/// each standard deviation in turn), so rho agrees with scipy to the last bits.
 fn pearson(x: &[f64], y: &[f64]) -> f64 {
     let n = x.len() as f64;
     let mx = x.iter().sum::<f64>() / n;
@@ -334,7 +336,8 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
         sxx += da * da;
         syy += db * db;
     }
-    (sxy / (sxx * syy).sqrt()).clamp(-1.0, 1.0)
+    let f = n - 1.0;
+    (sxy / f / (sxx / f).sqrt() / (syy / f).sqrt()).clamp(-1.0, 1.0)
 }
 
 /// Discordant pairs below which McNemar uses the exact binomial test.
