@@ -122,8 +122,9 @@ pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64,
         let svc = display.get(g.service.as_str()).copied().unwrap_or(g.service.as_str());
         let task = format!("{svc}: {}: {}", p.title, p.description);
         let output = g.output.clone().unwrap_or_else(|| format!("(no output: {})", g.error.as_deref().unwrap_or("none")));
-        w.write_record([id.as_str(), &g.service, &g.model, &tier_name(m), &type_name(m), &g.pair_id, &task, &p.reference, &output, "", "", "", "", ""])?;
-        manifest.write_record([id.as_str(), &g.service, &g.model, &g.pair_id])?;
+        let (tier, ty) = (tier_name(m), type_name(m));
+        w.write_record([id.as_str(), g.service.as_str(), g.model.as_str(), tier.as_str(), ty.as_str(), g.pair_id.as_str(), task.as_str(), p.reference.as_str(), output.as_str(), "", "", "", "", ""])?;
+        manifest.write_record([id.as_str(), g.service.as_str(), g.model.as_str(), g.pair_id.as_str()])?;
     }
     w.flush()?;
     let mp = manifest_path(&wh);
@@ -205,7 +206,7 @@ pub fn import(cfg: &Config, sheets: &[PathBuf]) -> Result<String> {
     }
     let total_issues: usize = primary.iter().map(|c| c.issue_codes.len()).sum();
     md.push_str(&format!("{total_issues} coded issues.\n\n"));
-    let groupings: [(&str, Box<dyn Fn(&Coded) -> String>); 3] = [
+    let groupings: [(&str, Box<dyn Fn(&Coded) -> String + '_>); 3] = [
         ("service", Box::new(|c: &Coded| manifest[&c.sample_id].0.clone())),
         ("tier", Box::new(|c: &Coded| tier_name(meta.get(manifest[&c.sample_id].1.as_str()).copied()))),
         ("type", Box::new(|c: &Coded| type_name(meta.get(manifest[&c.sample_id].1.as_str()).copied()))),
