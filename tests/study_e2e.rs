@@ -81,7 +81,9 @@ fn stats_report_and_coding_on_a_real_slice() {
     let report = wh.join("report");
     for f in ["index.html", "report.md", "tables/table1.csv", "tables/table2.csv", "tables/rq2_scale.csv", "tables/rq3_services.csv", "tables/rq6_repair.csv", "tables/fragments.csv", "tables/stats.csv", "figures/fig3_similarity_validity.svg", "figures/fig5_repair_plane.svg", "figures/fig4_tiers.svg", "figures/box_cosine.svg"] {
         let p = report.join(f);
-        assert!(p.exists() && std::fs::metadata(&p).unwrap().len() > 100, "{} missing or empty", p.display());
+        // One service and no repair rounds: the RQ3/RQ6 tables hold just their header.
+        let min = if f.starts_with("tables/") && f != "tables/stats.csv" { 20 } else { 100 };
+        assert!(p.exists() && std::fs::metadata(&p).unwrap().len() > min, "{} missing or empty", p.display());
     }
     let table1 = std::fs::read_to_string(report.join("tables/table1.csv")).unwrap();
     assert_eq!(table1.lines().count(), 1 + STUDY_MODELS.len(), "{table1}");
