@@ -12,6 +12,7 @@ PIP_PACKAGES=(
   ruamel.yaml==0.19.1 jsonschema==4.26.0 check-jsonschema==0.39.0
   sacrebleu==2.6.0 zss==1.2.0 rapidfuzz==3.14.6 crystalbleu==0.2 nltk==3.10.4
   html5lib==1.1
+  scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6
 )
 
 missing=()

@@ -82,10 +82,48 @@ enum Cmd {
         #[arg(long)]
         log: Option<PathBuf>,
     },
+    /// Open coding (RQ4): draw a stratified sample into a sheet, or import filled sheets.
+    Coding {
+        #[command(subcommand)]
+        cmd: CodingCmd,
+    },
     /// Remove what no current partition needs: stale partitions, leftovers of killed runs.
     Gc {
         #[arg(long, short, default_value = "pipeline.toml")]
         config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum CodingCmd {
+    /// Draw outputs stratified by service, evenly across models, and write a sheet to fill.
+    Sample {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        /// The sheet to write (CSV).
+        #[arg(long, short, default_value = "coding-sheet.csv")]
+        out: PathBuf,
+        /// Confidence level of the sample size (with ±margin and finite-population correction).
+        #[arg(long, default_value_t = 0.95)]
+        confidence: f64,
+        /// Margin of error: 0.05 (385 for a large population) or 0.10 (97).
+        #[arg(long, default_value_t = 0.05)]
+        margin: f64,
+        #[arg(long, default_value_t = 20260601)]
+        seed: u64,
+        /// A fixed size instead of the one from confidence and margin.
+        #[arg(long)]
+        size: Option<u64>,
+    },
+    /// Validate one or two filled sheets; print verdicts, Cohen's κ and the taxonomy.
+    Import {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        #[arg(required = true, num_args = 1..=2)]
+        sheets: Vec<PathBuf>,
+        /// Also write the summary (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -154,6 +192,21 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             loop {
                 std::thread::park();
             }
+        }
+        Cmd::Coding { cmd: CodingCmd::Sample { config, out, confidence, margin, seed, size } } => {
+            open_warehouse(&config)?;
+            let (n, pop) = crate::coding::sample(&Config::load(&config)?, &out, confidence, margin, seed, size)?;
+            println!("drew {n} of {pop} zero-shot outputs into {} (confidence {confidence}, margin ±{margin}, seed {seed})", out.display());
+            Ok(())
+        }
+        Cmd::Coding { cmd: CodingCmd::Import { config, sheets, out } } => {
+            open_warehouse(&config)?;
+            let md = crate::coding::import(&Config::load(&config)?, &sheets)?;
+            if let Some(o) = out {
+                std::fs::write(&o, &md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", o.display()))?;
+            }
+            print!("{md}");
+            Ok(())
         }
         Cmd::Setup { from } => crate::assets::setup(from.as_deref(), ui.quiet()),
     }

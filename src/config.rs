@@ -129,6 +129,62 @@ pub struct StageParams {
     pub generate: GenerateParams,
     #[serde(default)]
     pub repair: RepairParams,
+    #[serde(default)]
+    pub stats: StatsParams,
+    #[serde(default)]
+    pub report: ReportParams,
+}
+
+/// `[stages.stats]`: the tests of SPEC §7 over scores and validations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsParams {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Seed of the percentile bootstrap (the same seed gives the same CIs everywhere).
+    #[serde(default = "default_seed")]
+    pub bootstrap_seed: u64,
+    #[serde(default = "default_resamples")]
+    pub bootstrap_resamples: usize,
+    /// Metrics whose means get bootstrap CIs.
+    #[serde(default = "default_ci_metrics")]
+    pub ci_metrics: Vec<String>,
+}
+
+impl Default for StatsParams {
+    fn default() -> Self {
+        Self { enabled: true, bootstrap_seed: default_seed(), bootstrap_resamples: default_resamples(), ci_metrics: default_ci_metrics() }
+    }
+}
+
+fn default_seed() -> u64 {
+    doc2ci_stats::study::Params::default().seed
+}
+fn default_resamples() -> usize {
+    doc2ci_stats::study::Params::default().resamples
+}
+fn default_ci_metrics() -> Vec<String> {
+    doc2ci_stats::study::Params::default().ci_metrics
+}
+
+/// `[stages.report]`: HTML, Markdown, CSV and SVG under `<warehouse>/report/`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportParams {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_title")]
+    pub title: String,
+}
+
+impl Default for ReportParams {
+    fn default() -> Self {
+        Self { enabled: true, title: default_title() }
+    }
+}
+
+fn default_title() -> String {
+    "doc2ci study report".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -606,6 +662,13 @@ impl Config {
                     at(format!("`models`: no [[models]] entry `{name}`"))?;
                 }
             }
+        }
+        if raw.stages.stats.bootstrap_resamples == 0 {
+            bail!("{}: `stages.stats.bootstrap_resamples` must be at least 1", file.display());
+        }
+        let known: Vec<&str> = doc2ci_stats::study::SIMILARITY.iter().chain(doc2ci_stats::study::VALIDITY).copied().collect();
+        if let Some(bad) = raw.stages.stats.ci_metrics.iter().find(|m| !known.contains(&m.as_str())) {
+            bail!("{}: `stages.stats.ci_metrics`: unknown metric `{bad}` (known: {})", file.display(), known.join(", "));
         }
         Ok(Config {
             file: file.to_path_buf(),

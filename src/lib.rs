@@ -3,6 +3,7 @@
 
 pub mod assets;
 pub mod cli;
+pub mod coding;
 pub mod config;
 pub mod crawl;
 pub mod engine;

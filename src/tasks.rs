@@ -25,7 +25,7 @@ use crate::resources;
 use crate::engine::Node;
 use crate::ui::Ui;
 use crate::generation;
-use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, SCORES, VALIDATIONS};
+use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT, SCORES, STATS, VALIDATIONS};
 
 #[derive(Debug, Clone)]
 pub enum Task {
@@ -42,6 +42,8 @@ pub enum Task {
     /// Repair round `round` of `model`'s outputs, written by `repairer`; reads every earlier round.
     Repair { model: usize, repairer: usize, service: String, round: u32, pairs: Partition, gens: Vec<Partition>, vals: Vec<Partition> },
     RepairSummary { model: usize, repairer: usize, service: String, gens: Vec<Partition>, vals: Vec<Partition> },
+    Stats { inputs: Vec<Partition> },
+    Report { inputs: Vec<Partition> },
 }
 
 pub struct TaskOutput {
@@ -168,6 +170,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
     }
     add_quality_nodes(cfg, &mut nodes)?;
     add_repair_nodes(cfg, &mut nodes)?;
+    add_study_nodes(cfg, &mut nodes)?;
     Ok(nodes)
 }
 
@@ -260,6 +263,51 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
     Ok(())
 }
 
+
+/// stats (every score and validation partition, and the models) then report (that, plus stats).
+fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
+    let mut deps: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == SCORES.name || n.part.table == VALIDATIONS.name).map(|(i, _)| i).collect();
+    if deps.is_empty() {
+        return Ok(());
+    }
+    if let Some(m) = nodes.iter().position(|n| n.part.table == MODELS.name) {
+        deps.push(m);
+    }
+    let inputs: Vec<Partition> = deps.iter().map(|&d| nodes[d].part.clone()).collect();
+    if cfg.stages.stats.enabled {
+        nodes.push(Node {
+            stage: "stats",
+            part: Partition::new(STATS, &[]),
+            deps: deps.clone(),
+            files: vec![],
+            pinned: vec![],
+            params: serde_json::to_value(&cfg.stages.stats)?,
+            version: 1,
+            task: Task::Stats { inputs: inputs.clone() },
+            model: None,
+        });
+        if cfg.stages.report.enabled {
+            let mut rdeps = deps;
+            rdeps.push(nodes.len() - 1);
+            let mut rinputs = inputs;
+            rinputs.push(Partition::new(STATS, &[]));
+            let services: Vec<(String, String)> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
+            nodes.push(Node {
+                stage: "report",
+                part: Partition::new(REPORT, &[]),
+                deps: rdeps,
+                files: vec![],
+                pinned: vec![],
+                params: json!({"report": cfg.stages.report, "services": services}),
+                version: 1,
+                task: Task::Report { inputs: rinputs },
+                model: None,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// validate and score nodes for one generations partition (any round); returns their indices.
 fn push_quality(cfg: &Config, nodes: &mut Vec<Node>, service: Service, dedupe: usize, g: usize) -> Result<(Option<usize>, Option<usize>)> {
     let pin = |rel: &str| -> Result<(String, String)> {
@@ -304,6 +352,26 @@ fn push_quality(cfg: &Config, nodes: &mut Vec<Node>, service: Service, dedupe: u
         s = Some(nodes.len() - 1);
     }
     Ok((v, s))
+}
+
+/// The rows stats and report read: every score and validation partition, and the models.
+fn study_rows(wh: &Warehouse, inputs: &[Partition]) -> Result<(Vec<doc2ci_stats::study::Unit>, Vec<ModelRow>)> {
+    let (mut scores, mut vals, mut models) = (Vec::new(), Vec::new(), Vec::new());
+    for p in inputs {
+        if p.table == SCORES.name {
+            scores.extend(wh.read::<Score>(p)?);
+        } else if p.table == VALIDATIONS.name {
+            vals.extend(wh.read::<Validation>(p)?);
+        } else if p.table == MODELS.name {
+            models.extend(wh.read::<ModelRow>(p)?);
+        }
+    }
+    Ok((doc2ci_stats::study::units(&scores, &vals), models))
+}
+
+fn stats_params(cfg: &Config) -> doc2ci_stats::study::Params {
+    let s = &cfg.stages.stats;
+    doc2ci_stats::study::Params { seed: s.bootstrap_seed, resamples: s.bootstrap_resamples, ci_metrics: s.ci_metrics.clone() }
 }
 
 /// validate and score: one partition per (service, model), plus each service's references.
@@ -463,6 +531,26 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let gens: Vec<Generation> = wh.read(generations)?;
             let (rows, embedded) = score(wh, &pairs, &gens)?;
             finish(wh, node, key, &rows, Some(format!("{embedded} new texts embedded")))
+        }
+        Task::Stats { inputs } => {
+            let (units, models) = study_rows(wh, inputs)?;
+            let rows = doc2ci_stats::study::run(&units, &models, &[], &stats_params(cfg));
+            let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
+            let note = format!("{} rows over {} outputs ({})", rows.len(), units.len(), tests.into_iter().collect::<Vec<_>>().join(", "));
+            finish(wh, node, key, &rows, Some(note))
+        }
+        Task::Report { inputs } => {
+            let (study, stats_part) = inputs.split_at(inputs.len() - 1);
+            let (units, models) = study_rows(wh, study)?;
+            let stats: Vec<doc2ci_stats::study::StatRow> = wh.read(&stats_part[0])?;
+            let services: std::collections::BTreeMap<String, String> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
+            let input = doc2ci_report::Input { title: &cfg.stages.report.title, models: &models, units: &units, stats: &stats, services: &services };
+            let files = doc2ci_report::build(&input);
+            let rows: Vec<doc2ci_report::FileRow> = files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();
+            let extra: Vec<(String, Vec<u8>)> = files.into_iter().map(|(p, c)| (p, c.into_bytes())).collect();
+            let output_hash = wh.write_with(&node.part, &rows, &extra)?;
+            let dir = wh.dir(&node.part);
+            Ok(TaskOutput { output_hash, rows: rows.len() as u64, note: Some(format!("{} files in {}", rows.len(), dir.display())) })
         }
     }
 }

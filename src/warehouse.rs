@@ -44,7 +44,12 @@ pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["servi
 /// What each repair round revisited and fixed, per service and model.
 pub const REPAIRS: TableDef = TableDef { name: "repairs", partition_cols: &["service", "model"] };
 
-pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS];
+/// The study's tests in tidy rows (one partition: they compare across services and models).
+pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
+/// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
+pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
+
+pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -191,8 +196,26 @@ impl Warehouse {
 
     /// Writes `rows` as the partition's entire content and returns the content hash.
     pub fn write<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T]) -> Result<String> {
+        self.write_with(p, rows, &[])
+    }
+
+    /// As [`Self::write`], with extra files (relative path, bytes) beside the rows, e.g. the
+    /// report's HTML and figures. Each lands by rename; the rows file goes last, so a reader that
+    /// finds the rows also finds the files they index.
+    pub fn write_with<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T], extra: &[(String, Vec<u8>)]) -> Result<String> {
         let staging = self.meta().join("staging");
         fs::create_dir_all(&staging)?;
+        let target = self.dir(p);
+        for (rel, bytes) in extra {
+            if rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c.is_empty()) {
+                bail!("internal: extra file path `{rel}` must be relative");
+            }
+            let tmp = staging.join(format!("extra-{}.tmp", unique()));
+            fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+            let path = target.join(rel);
+            fs::create_dir_all(path.parent().expect("joined path has a parent"))?;
+            fs::rename(&tmp, &path).with_context(|| format!("cannot move {} into place", path.display()))?;
+        }
         let bytes = encode_parquet(p, rows)?;
         let tmp = staging.join(format!("{}-{}.tmp", p.id().replace(['/', '#'], "~"), unique()));
         {
@@ -200,7 +223,6 @@ impl Warehouse {
             f.write_all(&bytes)?;
             f.sync_all()?;
         }
-        let target = self.dir(p);
         fs::create_dir_all(&target)?;
         fs::rename(&tmp, self.file(p)).with_context(|| format!("cannot move partition into {}", target.display()))?;
         Ok(blake3::hash(&bytes).to_hex().to_string())

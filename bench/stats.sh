@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# stats + report benchmarks (issue 6).
+#   real       the 6-model llm4ci study (examples/llm4ci.toml, 725 pairs × 6 models): time of
+#              `doc2ci run --only stats --only report` on its warehouse (a changed bootstrap seed forces both
+#              to re-run) vs bench/stats_peer.py, the core tests with scipy/statsmodels/numpy on the same rows.
+#   synthetic  a Doc2CI-scale study held in memory: 3,363 pairs × 16 models = 53,808 configurations
+#              (stages/report/examples/bench_study.rs): time of the stats computation and of the report.
+# Env: SECTIONS (default "real synthetic"), WORK (scratch, default a new temp folder), SKIP_BUILD=1,
+#      WAREHOUSE (an existing llm4ci warehouse to reuse; default: built in WORK, which scores 4,350 rows).
+# Output: figures on stdout and in bench/out/stats/summary.txt. Run it on a quiet machine, once, with nice.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+DATA="${DOC2CI_LLM4CI:-$(cd .. && pwd)/shared/data/llm4ci}"
+SECTIONS="${SECTIONS:-real synthetic}"
+WORK="${WORK:-$(mktemp -d /tmp/doc2ci-stats.XXXXXX)}"
+OUT=bench/out/stats
+mkdir -p "$OUT" "$WORK"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+now() { date +%s.%N; }
+py() { python3 -c "$@"; }
+BIN="$CARGO_TARGET_DIR/debug/doc2ci"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  flock /tmp/doc2ci-cargo.lock cargo build --quiet --workspace --bins
+  flock /tmp/doc2ci-cargo.lock cargo build --quiet -p doc2ci-report --example bench_study
+fi
+say "# bench/stats.sh $(date -u +%FT%TZ) on $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if [[ " $SECTIONS " == *" real "* ]]; then
+  WH="${WAREHOUSE:-$WORK/wh}"
+  STUDY="$WORK/study.toml"
+  sed "s#warehouse = \"../warehouse-llm4ci\"#warehouse = \"$WH\"#; s#\.\./\.\./shared/data/llm4ci#$DATA#" examples/llm4ci.toml > "$STUDY"
+  if [ ! -d "$WH/scores" ]; then
+    say "building the llm4ci warehouse in $WH (import, validate, score: a few minutes)"
+    "$BIN" run --quiet --config "$STUDY"
+  fi
+  times=()
+  for seed in 1 2 3; do
+    cp "$STUDY" "$STUDY.$seed"
+    printf '\n[stages.stats]\nbootstrap_seed = %s\n' "$seed" >> "$STUDY.$seed"
+    s=$(now); "$BIN" run --quiet --config "$STUDY.$seed" --only stats --only report; e=$(now)
+    times+=("$(py "print(round($e-$s, 3))")")
+  done
+  OURS=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p)
+  ROWS=$("$BIN" sql --config "$STUDY" --format csv "SELECT COUNT(*) AS n FROM stats" | tail -1)
+  say "doc2ci run --only stats --only report (6 models, 4,350 outputs): runs ${times[*]} s, median ${OURS} s; ${ROWS} stats rows; report $(du -sh "$WH/report" | cut -f1)"
+  PEER_JSON=$(python3 bench/stats_peer.py "$WH")
+  PEER=$(py "import json; print(json.loads('$PEER_JSON')['seconds'])")
+  say "peer (scipy/statsmodels/numpy, core tests only, no report): $PEER_JSON"
+  say "$(py "print(f'ratio peer / doc2ci (stats+report, incl. process start and Parquet reads): {$PEER/$OURS:.1f}x')")"
+fi
+
+if [[ " $SECTIONS " == *" synthetic "* ]]; then
+  say ""
+  say "## synthetic Doc2CI scale (53,808 configurations, in memory)"
+  say "$("$CARGO_TARGET_DIR/debug/examples/bench_study")"
+fi
+say "summary in $SUMMARY; scratch in $WORK"

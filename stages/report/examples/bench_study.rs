@@ -1,0 +1,65 @@
+//! Synthetic Doc2CI-scale study for bench/stats.sh: 3,363 pairs over four services × 16 models =
+//! 53,808 zero-shot configurations with scores and validity (deterministic pseudo-random values with
+//! per-model and per-service offsets), plus one repair round for a quarter of the invalid outputs.
+//! Times `study::run` (the stats stage) and `report::build`, prints JSON.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use doc2ci_rows::ModelRow;
+use doc2ci_stats::study::{self, Unit, SIMILARITY};
+use doc2ci_stats::Rng;
+
+fn main() {
+    let services = [("github-actions", 725usize, 0.03), ("circleci", 786, -0.06), ("gitlab-ci", 841, -0.02), ("travis-ci", 1011, 0.03)];
+    let sizes = [(Some(1000.0), false, true), (Some(1000.0), false, true), (Some(7.0), false, false), (Some(8.0), false, false), (Some(7.0), true, false), (Some(7.0), true, false), (Some(7.0), true, false), (Some(14.0), true, false), (Some(14.0), false, false), (Some(9.0), false, false), (Some(12.0), false, false), (Some(13.0), true, false), (Some(32.0), true, false), (Some(32.0), false, false), (Some(27.0), false, false), (Some(34.0), true, false)];
+    let models: Vec<ModelRow> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, (s, code, prop))| ModelRow { model: format!("m{:02}", i + 1), backend: "import".into(), family: None, size_b: if *prop { None } else { *s }, code: Some(*code), proprietary: Some(*prop) })
+        .collect();
+    let mut rng = Rng::new(1);
+    let mut u01 = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let mut units = Vec::new();
+    for (svc, n, off) in services {
+        for p in 0..n {
+            let difficulty = u01() * 0.3;
+            for (mi, m) in models.iter().enumerate() {
+                let q = 0.5 + off + mi as f64 * 0.004 - difficulty;
+                let mut values = BTreeMap::new();
+                for (k, metric) in SIMILARITY.iter().enumerate() {
+                    let v: f64 = (q + (u01() - 0.5) * 0.4 - k as f64 * 0.03).clamp(0.0, 1.0);
+                    values.insert(*metric, (v * 1000.0).round() / 1000.0);
+                }
+                let parse = u01() < 0.97;
+                let schema = parse && u01() < 0.55 + q * 0.3;
+                values.insert("exact", (u01() < 0.02) as u8 as f64);
+                values.insert("parse_ok", parse as u8 as f64);
+                values.insert("schema_ok", schema as u8 as f64);
+                values.insert("fragment", (u01() < 0.1) as u8 as f64);
+                let pair_id = format!("{svc}-{p:05}");
+                if !schema && u01() < 0.25 {
+                    let mut rep = values.clone();
+                    rep.insert("schema_ok", (u01() < 0.6) as u8 as f64);
+                    units.push(Unit { service: svc.into(), pair_id: pair_id.clone(), model: m.model.clone(), sample: 0, round: 1, values: rep });
+                }
+                units.push(Unit { service: svc.into(), pair_id, model: m.model.clone(), sample: 0, round: 0, values });
+            }
+        }
+    }
+    let zero_shot = units.iter().filter(|u| u.round == 0).count();
+    let t = Instant::now();
+    let rows = study::run(&units, &models, &[], &study::Params::default());
+    let stats_s = t.elapsed().as_secs_f64();
+    let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
+    let t = Instant::now();
+    let files = doc2ci_report::build(&doc2ci_report::Input { title: "synthetic", models: &models, units: &units, stats: &rows, services: &svc_names });
+    let report_s = t.elapsed().as_secs_f64();
+    let bytes: usize = files.iter().map(|f| f.1.len()).sum();
+    println!(
+        "{{\"configurations\": {zero_shot}, \"units\": {}, \"stats_rows\": {}, \"stats_s\": {stats_s:.3}, \"report_files\": {}, \"report_bytes\": {bytes}, \"report_s\": {report_s:.3}}}",
+        units.len(),
+        rows.len(),
+        files.len()
+    );
+}

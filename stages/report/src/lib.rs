@@ -1,0 +1,512 @@
+//! The study's report from typed rows: the tables of the paper (Table I per model by tier, Table II
+//! per service, RQ2 scale/specialization, RQ3 service effect, RQ6 repair/fine-tuning, fragment
+//! rates) as HTML, Markdown and CSV, and its figures as SVG (plotters). Pure: rows in, files out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use doc2ci_rows::ModelRow;
+use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG, SIMILARITY};
+use doc2ci_stats::{mean, Tier};
+
+mod figures;
+
+/// What the report is built from.
+pub struct Input<'a> {
+    pub title: &'a str,
+    pub models: &'a [ModelRow],
+    pub units: &'a [Unit],
+    pub stats: &'a [StatRow],
+    /// service name → display name.
+    pub services: &'a BTreeMap<String, String>,
+}
+
+/// A table: caption, header and rows of cells (already formatted). `bold` marks cells to emphasise.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub id: &'static str,
+    pub caption: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub bold: BTreeSet<(usize, usize)>,
+    /// Rows that start a group (e.g. a tier), rendered as a spanning line before the row.
+    pub groups: BTreeMap<usize, String>,
+}
+
+impl Table {
+    fn new(id: &'static str, caption: impl Into<String>, header: &[&str]) -> Self {
+        Table { id, caption: caption.into(), header: header.iter().map(|s| s.to_string()).collect(), rows: vec![], bold: BTreeSet::new(), groups: BTreeMap::new() }
+    }
+
+    pub fn csv(&self) -> String {
+        let mut s = String::new();
+        let has_group = !self.groups.is_empty();
+        let mut head = self.header.clone();
+        if has_group {
+            head.insert(0, "group".into());
+        }
+        s.push_str(&head.iter().map(|c| csv_cell(c)).collect::<Vec<_>>().join(","));
+        s.push('\n');
+        let mut group = String::new();
+        for (i, r) in self.rows.iter().enumerate() {
+            if let Some(g) = self.groups.get(&i) {
+                group = g.clone();
+            }
+            let mut cells: Vec<String> = r.iter().map(|c| csv_cell(c)).collect();
+            if has_group {
+                cells.insert(0, csv_cell(&group));
+            }
+            s.push_str(&cells.join(","));
+            s.push('\n');
+        }
+        s
+    }
+
+    fn markdown(&self) -> String {
+        let mut s = format!("**{}**\n\n", self.caption);
+        s.push_str(&format!("| {} |\n", self.header.join(" | ")));
+        s.push_str(&format!("|{}\n", "---|".repeat(self.header.len())));
+        for (i, r) in self.rows.iter().enumerate() {
+            if let Some(g) = self.groups.get(&i) {
+                s.push_str(&format!("| *{}* |{}\n", md_escape(g), " |".repeat(self.header.len() - 1)));
+            }
+            let cells: Vec<String> = r.iter().enumerate().map(|(j, c)| if self.bold.contains(&(i, j)) { format!("**{}**", md_escape(c)) } else { md_escape(c) }).collect();
+            s.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        if self.rows.is_empty() {
+            s.push_str("\n(no rows)\n");
+        }
+        s.push('\n');
+        s
+    }
+
+    fn html(&self) -> String {
+        let mut s = format!("<table id=\"{}\"><caption>{}</caption><thead><tr>", self.id, esc(&self.caption));
+        for h in &self.header {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for (i, r) in self.rows.iter().enumerate() {
+            if let Some(g) = self.groups.get(&i) {
+                let _ = write!(s, "<tr class=\"group\"><td colspan=\"{}\">{}</td></tr>", self.header.len(), esc(g));
+            }
+            s.push_str("<tr>");
+            for (j, c) in r.iter().enumerate() {
+                if self.bold.contains(&(i, j)) {
+                    let _ = write!(s, "<td><strong>{}</strong></td>", esc(c));
+                } else {
+                    let _ = write!(s, "<td>{}</td>", esc(c));
+                }
+            }
+            s.push_str("</tr>");
+        }
+        if self.rows.is_empty() {
+            let _ = write!(s, "<tr><td colspan=\"{}\">(no rows)</td></tr>", self.header.len());
+        }
+        s.push_str("</tbody></table>\n");
+        s
+    }
+}
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn f3(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{v:.3}"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{:.1}", v * 100.0))
+}
+
+pub fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        None => "–".into(),
+        Some(p) if p == 0.0 => "< 1e-300".into(),
+        Some(p) if p < 1e-3 => format!("{p:.1e}"),
+        Some(p) => format!("{p:.3}"),
+    }
+}
+
+/// Lookup of `mean` rows: (service, metric, group) → row.
+struct Means<'a>(BTreeMap<(&'a str, &'a str, &'a str), &'a StatRow>);
+
+impl<'a> Means<'a> {
+    fn new(stats: &'a [StatRow]) -> Self {
+        Means(stats.iter().filter(|r| r.test == "mean").map(|r| ((r.service.as_str(), r.metric.as_str(), r.group_a.as_str()), r)).collect())
+    }
+    fn get(&self, svc: &str, metric: &str, group: &str) -> Option<&'a StatRow> {
+        self.0.get(&(svc, metric, group)).copied()
+    }
+    fn mean(&self, svc: &str, metric: &str, group: &str) -> Option<f64> {
+        self.get(svc, metric, group).and_then(|r| r.effect)
+    }
+    fn with_ci(&self, svc: &str, metric: &str, group: &str, percent: bool) -> String {
+        let Some(r) = self.get(svc, metric, group) else { return "–".into() };
+        let k = if percent { 100.0 } else { 1.0 };
+        let d = if percent { 1 } else { 3 };
+        match (r.effect, r.ci_low, r.ci_high) {
+            (Some(m), Some(l), Some(h)) => format!("{:.d$} [{:.d$}, {:.d$}]", m * k, l * k, h * k),
+            (Some(m), _, _) => format!("{:.d$}", m * k),
+            _ => "–".into(),
+        }
+    }
+}
+
+pub fn model_type(m: Option<&ModelRow>) -> &'static str {
+    match m.and_then(|m| m.code) {
+        Some(true) => "code",
+        Some(false) => "general",
+        None => "–",
+    }
+}
+
+/// Tier group of a model for Table I: proprietary first, then small/medium/large, then unknown size.
+fn group_of(m: Option<&ModelRow>) -> (u8, String) {
+    match m {
+        Some(m) if m.proprietary == Some(true) => (0, "Proprietary".into()),
+        Some(ModelRow { size_b: Some(s), .. }) => {
+            let t = Tier::of(*s);
+            (1 + t as u8, t.label().into())
+        }
+        _ => (9, "Size unknown".into()),
+    }
+}
+
+/// Every table of the report, in order.
+pub fn tables(inp: &Input) -> Vec<Table> {
+    let means = Means::new(inp.stats);
+    let meta: BTreeMap<&str, &ModelRow> = inp.models.iter().map(|m| (m.model.as_str(), m)).collect();
+    let models: BTreeSet<&str> = inp.stats.iter().filter(|r| r.test == "mean" && r.service == "all" && r.metric == "cosine" && !r.group_a.contains(':') && r.group_a != "all models" && r.group_a != "proprietary").map(|r| r.group_a.as_str()).collect();
+    let mut out = Vec::new();
+
+    // Table I
+    let mut t = Table::new("table1", "Table I. Per-model quality across services, grouped by size tier and ranked by mean cosine (95% bootstrap CI). Bold: best within tier.", &["Model", "Type", "Size (B)", "Cosine", "Exact%", "Parse%", "Schema%", "Fragment%", "n"]);
+    let mut ordered: Vec<(u8, String, f64, &str)> = models.iter().map(|m| {
+        let (g, label) = group_of(meta.get(m).copied());
+        (g, label, means.mean("all", "cosine", m).unwrap_or(f64::NAN), *m)
+    }).collect();
+    ordered.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.3.cmp(b.3)));
+    for (i, (g, label, _, m)) in ordered.iter().enumerate() {
+        if i == 0 || ordered[i - 1].0 != *g {
+            t.groups.insert(i, label.clone());
+        }
+        let mr = meta.get(m).copied();
+        t.rows.push(vec![
+            m.to_string(),
+            model_type(mr).into(),
+            mr.and_then(|m| m.size_b).map_or("–".into(), |s| format!("{s}")),
+            means.with_ci("all", "cosine", m, false),
+            pct(means.mean("all", "exact", m)),
+            pct(means.mean("all", "parse_ok", m)),
+            pct(means.mean("all", "schema_ok", m)),
+            pct(means.mean("all", "fragment", m)),
+            means.get("all", "cosine", m).map_or("–".into(), |r| r.n.to_string()),
+        ]);
+    }
+    // Bold: best per tier group and metric column (fragment: lowest).
+    let mut gstart = 0;
+    for i in 0..=ordered.len() {
+        if i == ordered.len() || (i > 0 && ordered[i].0 != ordered[i - 1].0) {
+            for (col, metric, low) in [(3, "cosine", false), (4, "exact", false), (5, "parse_ok", false), (6, "schema_ok", false), (7, "fragment", true)] {
+                let best = (gstart..i).filter_map(|r| means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(None::<(usize, f64)>, |acc, (r, v)| match acc {
+                    Some((_, bv)) if (if low { v >= bv } else { v <= bv }) => acc,
+                    _ => Some((r, v)),
+                });
+                if let Some((r, _)) = best {
+                    t.bold.insert((r, col));
+                }
+            }
+            gstart = i;
+        }
+    }
+    out.push(t);
+
+    // Table II
+    let mut t = Table::new("table2", "Table II. By service: mean cosine (95% bootstrap CI), parse, schema validity and fragment rate over all models.", &["Service", "Cosine", "Parse%", "Schema%", "Fragment%", "n"]);
+    for (svc, disp) in inp.services.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("all", "Overall")]) {
+        if means.get(svc, "cosine", "all models").is_none() && means.get(svc, "schema_ok", "all models").is_none() {
+            continue;
+        }
+        t.rows.push(vec![
+            disp.into(),
+            means.with_ci(svc, "cosine", "all models", false),
+            pct(means.mean(svc, "parse_ok", "all models")),
+            means.with_ci(svc, "schema_ok", "all models", true),
+            pct(means.mean(svc, "fragment", "all models")),
+            means.get(svc, "cosine", "all models").or(means.get(svc, "schema_ok", "all models")).map_or("–".into(), |r| r.n.to_string()),
+        ]);
+    }
+    out.push(t);
+
+    // Per-service × model (the within-service view behind Table II).
+    let mut t = Table::new("per_service_models", "Per service and model: mean cosine, schema validity and fragment rate.", &["Service", "Model", "Cosine", "Schema%", "Fragment%", "n"]);
+    for svc in inp.services.keys() {
+        for m in &models {
+            if let Some(r) = means.get(svc, "cosine", m).or(means.get(svc, "schema_ok", m)) {
+                t.rows.push(vec![inp.services[svc].clone(), m.to_string(), f3(means.mean(svc, "cosine", m)), pct(means.mean(svc, "schema_ok", m)), pct(means.mean(svc, "fragment", m)), r.n.to_string()]);
+            }
+        }
+    }
+    out.push(t);
+
+    // RQ1 tests.
+    let mut t = Table::new("rq1_tests", "RQ1. Models differ within each service (Friedman, blocks = pairs) and pairwise over all services (Wilcoxon signed-rank, Holm-adjusted, rank-biserial r) on cosine.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    for r in inp.stats.iter().filter(|r| r.test == "friedman" && r.service != "all") {
+        t.rows.push(test_cells(r, inp));
+    }
+    for r in inp.stats.iter().filter(|r| r.test == "wilcoxon" && r.service == "all" && r.metric == "cosine" && models.contains(r.group_a.as_str()) && models.contains(r.group_b.as_str())) {
+        t.rows.push(test_cells(r, inp));
+    }
+    for r in inp.stats.iter().filter(|r| r.test == "spearman" && r.group_a == "cosine") {
+        t.rows.push(test_cells(r, inp));
+    }
+    out.push(t);
+
+    // RQ2.
+    let mut t = Table::new("rq2_scale", "RQ2. Scale and specialization (open models): Spearman ρ of size vs per-model mean; Mann–Whitney U with Cliff's δ between tiers and general vs code.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    for r in inp.stats.iter().filter(|r| (r.test == "spearman" && r.group_a == "size_b") || (r.test == "mann_whitney" && (r.group_a == "general" || Tier::ALL.iter().any(|t| t.name() == r.group_a)))) {
+        t.rows.push(test_cells(r, inp));
+    }
+    out.push(t);
+    let mut t = Table::new("rq2_tiers", "RQ2. Tier means by type (open models).", &["Tier", "Type", "Cosine", "Schema%", "n"]);
+    for tier in Tier::ALL {
+        for ty in ["general", "code"] {
+            let g = format!("tier:{}:{ty}", tier.name());
+            if let Some(r) = means.get("all", "cosine", &g).or(means.get("all", "schema_ok", &g)) {
+                t.rows.push(vec![tier.label().into(), ty.into(), f3(means.mean("all", "cosine", &g)), pct(means.mean("all", "schema_ok", &g)), r.n.to_string()]);
+            }
+        }
+    }
+    out.push(t);
+
+    // RQ3.
+    let mut t = Table::new("rq3_services", "RQ3. Service effect: Friedman over services on per-model means (blocks = models), Holm-adjusted Wilcoxon between services on per-model means, and Cliff's δ on per-configuration scores.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    let svc_names: BTreeSet<&str> = inp.services.keys().map(|s| s.as_str()).collect();
+    for r in inp.stats.iter().filter(|r| r.service == "all" && (r.metric == "cosine" || r.metric == "schema_ok") && ((r.test == "friedman" && r.group_b == "per-model means") || ((r.test == "wilcoxon" || r.test == "mann_whitney") && svc_names.contains(r.group_a.as_str())))) {
+        t.rows.push(test_cells(r, inp));
+    }
+    out.push(t);
+
+    // RQ6.
+    let mut t = Table::new("rq6_repair", "RQ6. Repair and fine-tuning: McNemar on schema validity (b = valid→invalid, c = invalid→valid) and Wilcoxon on cosine, zero-shot vs repaired / base vs fine-tuned.", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    for r in inp.stats.iter().filter(|r| (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine")) && (r.group_b.ends_with(" repaired") || is_fine_tune(r, &models))) {
+        let mut c = test_cells(r, inp);
+        c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
+        c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
+        t.rows.push(c);
+    }
+    out.push(t);
+    // Repaired means, when there are repair rounds.
+    let mut t = Table::new("rq6_means", "RQ6. Zero-shot vs final repair round: mean cosine and schema validity per model.", &["Model", "Cosine zero-shot", "Cosine repaired", "Schema% zero-shot", "Schema% repaired", "Pairs repaired"]);
+    for (m, p) in figures::plane_points(inp) {
+        if let Some((rc, rs, nrep)) = p.repaired {
+            t.rows.push(vec![m, f3(Some(p.cosine)), f3(Some(rc)), pct(Some(p.schema)), pct(Some(rs)), nrep.to_string()]);
+        }
+    }
+    out.push(t);
+
+    // McNemar between models (per service) with the largest counts of discordance.
+    let mut t = Table::new("validity_contrasts", "Paired schema validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    for r in inp.stats.iter().filter(|r| r.test == "mcnemar" && !r.group_b.ends_with(" repaired") && models.contains(r.group_b.as_str())) {
+        let mut c = test_cells(r, inp);
+        c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
+        c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
+        t.rows.push(c);
+    }
+    out.push(t);
+
+    // Fragment rates.
+    let mut header = vec!["Model".to_string()];
+    header.extend(inp.services.values().cloned());
+    header.push("All".into());
+    let mut t = Table::new("fragments", "Fragment rate (%) of outputs: files lacking the keys a standalone file of the service needs.", &[]);
+    t.header = header;
+    for m in &models {
+        let mut row = vec![m.to_string()];
+        for svc in inp.services.keys() {
+            row.push(pct(means.mean(svc, "fragment", m)));
+        }
+        row.push(pct(means.mean("all", "fragment", m)));
+        t.rows.push(row);
+    }
+    out.push(t);
+
+    // pass@k
+    let mut t = Table::new("pass_at_k", "pass@k of schema validity (unbiased estimator) where models have several samples.", &["Service", "Model", "k", "pass@k", "n pairs"]);
+    for r in inp.stats.iter().filter(|r| r.test == "pass_at_k") {
+        t.rows.push(vec![disp(inp, &r.service), r.group_a.clone(), r.group_b.trim_start_matches("k=").into(), f3(r.effect), r.n.to_string()]);
+    }
+    out.push(t);
+
+    // Which tests ran on what n.
+    let mut t = Table::new("tests_run", "Tests run: how many rows of each test the stats table holds, on what n, with which p-value method.", &["Test", "Rows", "n min", "n max", "Methods"]);
+    let mut by: BTreeMap<&str, (usize, u64, u64, BTreeSet<&str>)> = BTreeMap::new();
+    for r in inp.stats {
+        let e = by.entry(r.test.as_str()).or_insert((0, u64::MAX, 0, BTreeSet::new()));
+        e.0 += 1;
+        e.1 = e.1.min(r.n);
+        e.2 = e.2.max(r.n);
+        if !r.method.is_empty() {
+            e.3.insert(r.method.as_str());
+        }
+    }
+    for (k, (c, lo, hi, ms)) in by {
+        t.rows.push(vec![k.into(), c.to_string(), lo.to_string(), hi.to_string(), ms.into_iter().collect::<Vec<_>>().join("; ")]);
+    }
+    out.push(t);
+    out
+}
+
+fn is_fine_tune(r: &StatRow, _models: &BTreeSet<&str>) -> bool {
+    r.method.contains(FINE_TUNE_TAG)
+}
+
+fn disp(inp: &Input, svc: &str) -> String {
+    inp.services.get(svc).cloned().unwrap_or_else(|| if svc == "all" { "All services".into() } else { svc.into() })
+}
+
+fn test_cells(r: &StatRow, inp: &Input) -> Vec<String> {
+    let effect = match r.effect {
+        Some(e) => format!("{} = {e:.3}", r.effect_name),
+        None => "–".into(),
+    };
+    vec![
+        r.test.clone(),
+        disp(inp, &r.service),
+        r.metric.clone(),
+        inp.services.get(&r.group_a).cloned().unwrap_or_else(|| r.group_a.clone()),
+        inp.services.get(&r.group_b).cloned().unwrap_or_else(|| r.group_b.clone()),
+        r.n.to_string(),
+        r.statistic.map_or("–".into(), |v| format!("{v:.4}")),
+        fmt_p(r.p),
+        fmt_p(r.p_holm),
+        effect,
+        r.method.clone(),
+    ]
+}
+
+/// The stats table itself as CSV (every row, full precision).
+pub fn stats_csv(stats: &[StatRow]) -> String {
+    let mut s = String::from("test,service,metric,group_a,group_b,n,statistic,p,p_holm,effect,effect_name,ci_low,ci_high,b,c,method\n");
+    let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:e}"));
+    let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for r in stats {
+        let cells = [
+            csv_cell(&r.test),
+            csv_cell(&r.service),
+            csv_cell(&r.metric),
+            csv_cell(&r.group_a),
+            csv_cell(&r.group_b),
+            r.n.to_string(),
+            o(r.statistic),
+            o(r.p),
+            o(r.p_holm),
+            o(r.effect),
+            csv_cell(&r.effect_name),
+            o(r.ci_low),
+            o(r.ci_high),
+            u(r.b),
+            u(r.c),
+            csv_cell(&r.method),
+        ];
+        s.push_str(&cells.join(","));
+        s.push('\n');
+    }
+    s
+}
+
+/// All report files: (relative path, content).
+pub fn build(inp: &Input) -> Vec<(String, String)> {
+    let tables = tables(inp);
+    let figs = figures::all(inp);
+    let mut files = Vec::new();
+    for t in &tables {
+        files.push((format!("tables/{}.csv", t.id), t.csv()));
+    }
+    files.push(("tables/stats.csv".into(), stats_csv(inp.stats)));
+    for (name, _, svg) in &figs {
+        files.push((format!("figures/{name}.svg"), svg.clone()));
+    }
+    let n_units = inp.units.iter().filter(|u| u.round == 0 && u.sample == 0).count();
+    let n_models = inp.units.iter().map(|u| u.model.as_str()).collect::<BTreeSet<_>>().len();
+    let summary = format!(
+        "{} zero-shot configurations from {} models over {} services; {} rows in the stats table. Defaults: Wilcoxon zero_method=wilcox, no continuity correction, exact null for ≤ 50 pairs without ties/zeros (sign-flip permutation for ≤ 13 with ties/zeros), normal otherwise; Mann–Whitney two-sided with continuity correction, exact for a sample ≤ 8 without ties; McNemar exact binomial below 25 discordant pairs, else chi-square with continuity correction; Holm per family; percentile bootstrap CIs.",
+        n_units,
+        n_models,
+        inp.services.len(),
+        inp.stats.len()
+    );
+    let mut md = format!("# {}\n\n{summary}\n\n", inp.title);
+    for t in &tables {
+        md.push_str(&t.markdown());
+    }
+    for (name, caption, _) in &figs {
+        md.push_str(&format!("![{caption}](figures/{name}.svg)\n\n*{caption}*\n\n"));
+    }
+    files.push(("report.md".into(), md));
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}</style></head><body><h1>{}</h1><p>{}</p>\n",
+        esc(inp.title),
+        CSS,
+        esc(inp.title),
+        esc(&summary)
+    );
+    for t in &tables {
+        html.push_str(&t.html());
+    }
+    for (name, caption, svg) in &figs {
+        let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+        let _ = write!(html, "<figure id=\"{name}\">{body}<figcaption>{}</figcaption></figure>\n", esc(caption));
+    }
+    html.push_str("</body></html>\n");
+    files.push(("index.html".into(), html));
+    files
+}
+
+const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}";
+
+/// Per-model means used by figures: similarity metrics of round 0.
+pub fn model_metric_values(units: &[Unit], metric: &str) -> BTreeMap<String, Vec<f64>> {
+    let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for u in units.iter().filter(|u| u.round == 0 && u.sample == 0) {
+        if let Some(v) = u.values.get(metric) {
+            m.entry(u.model.clone()).or_default().push(*v);
+        }
+    }
+    m
+}
+
+pub(crate) fn mean_of(v: &[f64]) -> f64 {
+    mean(v)
+}
+
+pub(crate) const BOX_METRICS: &[&str] = SIMILARITY;
+
+/// One file of the report, as the `report` table indexes it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FileRow {
+    pub path: String,
+    pub bytes: u64,
+    /// Lines for text files: a quick check that nothing is empty.
+    pub lines: u64,
+}
+
+impl FileRow {
+    pub fn new(path: &str, content: &str) -> Self {
+        FileRow { path: path.into(), bytes: content.len() as u64, lines: content.lines().count() as u64 }
+    }
+}

@@ -1,0 +1,565 @@
+//! The study's tests over the warehouse rows (SPEC §7), as tidy [`StatRow`]s: what the `stats`
+//! table holds and the report reads.
+//!
+//! Units: zero-shot = round 0, sample 0. Paired tests pair on (service, pair_id) and use only the
+//! pairs every compared group has. Holm families: one per (test, service, metric).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use doc2ci_rows::{ModelRow, Score, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::{bootstrap_mean_ci, cliffs_delta, friedman, holm, mann_whitney, mcnemar, mean, pass_at_k, spearman, wilcoxon, Tier};
+
+/// One row of the `stats` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatRow {
+    /// `mean`, `friedman`, `wilcoxon`, `mann_whitney`, `spearman`, `mcnemar`, `pass_at_k`.
+    pub test: String,
+    /// A service name, or `all` for tests over every service.
+    pub service: String,
+    pub metric: String,
+    pub group_a: String,
+    pub group_b: String,
+    pub n: u64,
+    pub statistic: Option<f64>,
+    pub p: Option<f64>,
+    pub p_holm: Option<f64>,
+    pub effect: Option<f64>,
+    /// `mean`, `rank_biserial`, `cliffs_delta`, `kendall_w`, `rho`, `net_valid_change`, `pass@k`.
+    pub effect_name: String,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// McNemar: valid→invalid (first valid, second not) and invalid→valid counts.
+    pub b: Option<u64>,
+    pub c: Option<u64>,
+    /// How the p-value was obtained (`exact`, `permutation`, `normal`, `chi2`, `t`, `binomial`).
+    pub method: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Params {
+    pub seed: u64,
+    pub resamples: usize,
+    /// Metrics whose means get bootstrap CIs (cost grows with groups × resamples × n).
+    pub ci_metrics: Vec<String>,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { seed: 20_260_601, resamples: 2000, ci_metrics: ["cosine", "parse_ok", "schema_ok"].map(String::from).to_vec() }
+    }
+}
+
+/// Similarity metrics (the eight of the study) then validity indicators, in report order.
+pub const SIMILARITY: &[&str] = &["cosine", "euclidean", "bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein"];
+pub const VALIDITY: &[&str] = &["exact", "parse_ok", "schema_ok", "fragment"];
+/// Marks the method of base-vs-fine-tuned rows.
+pub const FINE_TUNE_TAG: &str = "fine-tuned vs base";
+
+/// Everything the tests need about one output.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub service: String,
+    pub pair_id: String,
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+    pub values: BTreeMap<&'static str, f64>,
+}
+
+/// Joins scores and validations on (service, pair, model, sample, round); a side missing leaves its
+/// metrics out of that unit.
+pub fn units(scores: &[Score], validations: &[Validation]) -> Vec<Unit> {
+    type K = (String, String, String, u32, u32);
+    let mut map: BTreeMap<K, BTreeMap<&'static str, f64>> = BTreeMap::new();
+    for s in scores {
+        let e = map.entry((s.service.clone(), s.pair_id.clone(), s.model.clone(), s.sample, s.round)).or_default();
+        for (k, v) in [
+            ("cosine", s.cosine),
+            ("euclidean", s.euclidean),
+            ("bleu", s.bleu),
+            ("crystal_bleu", s.crystal_bleu),
+            ("rouge_l", s.rouge_l),
+            ("chrf", s.chrf),
+            ("tree_edit", s.tree_edit),
+            ("levenshtein", s.levenshtein),
+            ("exact", s.exact as u8 as f64),
+        ] {
+            e.insert(k, v);
+        }
+    }
+    for v in validations.iter().filter(|v| v.model != "reference") {
+        let e = map.entry((v.service.clone(), v.pair_id.clone(), v.model.clone(), v.sample, v.round)).or_default();
+        e.insert("parse_ok", v.parse_ok as u8 as f64);
+        e.insert("schema_ok", v.schema_ok as u8 as f64);
+        e.insert("fragment", v.fragment as u8 as f64);
+    }
+    map.into_iter().map(|((service, pair_id, model, sample, round), values)| Unit { service, pair_id, model, sample, round, values }).collect()
+}
+
+fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> StatRow {
+    StatRow {
+        test: test.into(),
+        service: service.into(),
+        metric: metric.into(),
+        group_a: a.into(),
+        group_b: b.into(),
+        n: n as u64,
+        statistic: None,
+        p: None,
+        p_holm: None,
+        effect: None,
+        effect_name: String::new(),
+        ci_low: None,
+        ci_high: None,
+        b: None,
+        c: None,
+        method: String::new(),
+    }
+}
+
+fn fin(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// Open models (not proprietary) with a known size: the population of RQ2.
+fn open(m: &ModelRow) -> bool {
+    m.proprietary != Some(true)
+}
+
+pub fn tier_of(m: &ModelRow) -> Option<Tier> {
+    m.size_b.map(Tier::of)
+}
+
+/// All the study's tests. `fine_tuned` maps a fine-tuned model to its base model (RQ6).
+pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)], p: &Params) -> Vec<StatRow> {
+    let mut out = Vec::new();
+    let zs: Vec<&Unit> = units.iter().filter(|u| u.round == 0 && u.sample == 0).collect();
+    let services: BTreeSet<&str> = zs.iter().map(|u| u.service.as_str()).collect();
+    let model_names: BTreeSet<&str> = zs.iter().map(|u| u.model.as_str()).collect();
+    let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
+    let metrics: Vec<&'static str> = SIMILARITY.iter().chain(VALIDITY).copied().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
+    let sims: Vec<&'static str> = metrics.iter().copied().filter(|m| SIMILARITY.contains(m)).collect();
+
+    // (service, model) → pair → unit values
+    let mut cell: BTreeMap<(&str, &str), BTreeMap<&str, &BTreeMap<&'static str, f64>>> = BTreeMap::new();
+    for u in &zs {
+        cell.entry((u.service.as_str(), u.model.as_str())).or_default().insert(u.pair_id.as_str(), &u.values);
+    }
+    let vals = |svc: Option<&str>, model: &str, metric: &str| -> Vec<f64> {
+        zs.iter()
+            .filter(|u| u.model == model && svc.is_none_or(|s| u.service == s))
+            .filter_map(|u| u.values.get(metric).copied())
+            .collect()
+    };
+
+    // ---- means with bootstrap CIs: per (service|all, model), and per service over all models ----
+    let mut seed = p.seed;
+    for metric in &metrics {
+        let with_ci = p.ci_metrics.iter().any(|m| m == metric);
+        for svc in services.iter().map(|s| Some(*s)).chain([None]) {
+            let svc_name = svc.unwrap_or("all");
+            for m in &model_names {
+                let v = vals(svc, m, metric);
+                if v.is_empty() {
+                    continue;
+                }
+                out.push(mean_row(svc_name, metric, m, &v, with_ci, &mut seed, p));
+            }
+            let all: Vec<f64> = zs.iter().filter(|u| svc.is_none_or(|s| u.service == s)).filter_map(|u| u.values.get(metric).copied()).collect();
+            if !all.is_empty() {
+                out.push(mean_row(svc_name, metric, "all models", &all, with_ci, &mut seed, p));
+            }
+        }
+        // By tier and by type (open models only), all services.
+        let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for m in &model_names {
+            let Some(mr) = meta.get(m) else { continue };
+            let v = vals(None, m, metric);
+            if !open(mr) {
+                groups.entry("proprietary".into()).or_default().extend(&v);
+                continue;
+            }
+            if let Some(t) = tier_of(mr) {
+                groups.entry(format!("tier:{}", t.name())).or_default().extend(&v);
+                if let Some(code) = mr.code {
+                    groups.entry(format!("tier:{}:{}", t.name(), if code { "code" } else { "general" })).or_default().extend(&v);
+                }
+            }
+            if let Some(code) = mr.code {
+                groups.entry(if code { "type:code" } else { "type:general" }.into()).or_default().extend(&v);
+            }
+        }
+        for (g, v) in &groups {
+            out.push(mean_row("all", metric, g, v, with_ci, &mut seed, p));
+        }
+    }
+
+    // ---- Friedman over models within each service (blocks = pairs every model answered) ----
+    for svc in &services {
+        let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
+        if ms.len() < 3 {
+            continue;
+        }
+        let common: Vec<&str> = cell[&(*svc, ms[0])].keys().copied().filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid))).collect();
+        for metric in &sims {
+            let blocks: Vec<Vec<f64>> = common.iter().filter_map(|pid| ms.iter().map(|m| cell[&(*svc, *m)][pid].get(metric).copied()).collect::<Option<Vec<f64>>>()).collect();
+            if blocks.is_empty() {
+                continue;
+            }
+            if let Some(t) = friedman(&blocks) {
+                let mut r = row("friedman", svc, metric, &format!("{} models", ms.len()), "", blocks.len());
+                r.statistic = fin(t.statistic);
+                r.p = fin(t.p);
+                r.p_holm = r.p;
+                let (n, k) = (blocks.len() as f64, ms.len() as f64);
+                r.effect = fin(t.statistic / (n * (k - 1.0)));
+                r.effect_name = "kendall_w".into();
+                r.method = t.method.into();
+                out.push(r);
+            }
+        }
+    }
+
+    // ---- pairwise Wilcoxon between models, per service and over all services; Holm per family ----
+    for svc in services.iter().map(|s| Some(*s)).chain([None]) {
+        let svc_name = svc.unwrap_or("all");
+        for metric in &sims {
+            let mut fam = Vec::new();
+            let ms: Vec<&str> = model_names.iter().copied().collect();
+            for i in 0..ms.len() {
+                for j in i + 1..ms.len() {
+                    let (x, y) = paired(&cell, svc, ms[i], ms[j], metric, &services);
+                    if x.is_empty() {
+                        continue;
+                    }
+                    let Some(w) = wilcoxon(&x, &y) else { continue };
+                    let mut r = row("wilcoxon", svc_name, metric, ms[i], ms[j], x.len());
+                    r.statistic = fin(w.statistic);
+                    r.p = fin(w.p);
+                    r.effect = Some(w.rank_biserial);
+                    r.effect_name = "rank_biserial".into();
+                    r.method = w.method.into();
+                    fam.push(r);
+                }
+            }
+            push_holm(&mut out, fam);
+        }
+    }
+
+    // ---- McNemar on schema validity between models, per service; Holm per service ----
+    for svc in &services {
+        let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
+        let mut fam = Vec::new();
+        for i in 0..ms.len() {
+            for j in i + 1..ms.len() {
+                let (x, y) = paired(&cell, Some(svc), ms[i], ms[j], "schema_ok", &services);
+                if x.is_empty() {
+                    continue;
+                }
+                fam.push(mcnemar_row(svc, "schema_ok", ms[i], ms[j], &x, &y));
+            }
+        }
+        push_holm(&mut out, fam);
+    }
+
+    // ---- services: Friedman on per-model means (blocks = models), Wilcoxon pairs, Cliff's δ ----
+    let svcs: Vec<&str> = services.iter().copied().collect();
+    for metric in &metrics {
+        let full: Vec<&str> = model_names.iter().copied().filter(|m| svcs.iter().all(|s| cell.contains_key(&(*s, *m)))).collect();
+        let means: Vec<Vec<f64>> = full.iter().map(|m| svcs.iter().map(|s| mean(&vals(Some(s), m, metric))).collect()).collect();
+        if svcs.len() >= 3 && !full.is_empty() && means.iter().flatten().all(|v| v.is_finite()) {
+            if let Some(t) = friedman(&means) {
+                let mut r = row("friedman", "all", metric, &format!("{} services", svcs.len()), "per-model means", full.len());
+                r.statistic = fin(t.statistic);
+                r.p = fin(t.p);
+                r.p_holm = r.p;
+                r.effect = fin(t.statistic / (full.len() as f64 * (svcs.len() as f64 - 1.0)));
+                r.effect_name = "kendall_w".into();
+                r.method = t.method.into();
+                out.push(r);
+            }
+        }
+        let mut fam_w = Vec::new();
+        let mut fam_u = Vec::new();
+        for i in 0..svcs.len() {
+            for j in i + 1..svcs.len() {
+                if full.len() >= 2 {
+                    let x: Vec<f64> = means.iter().map(|m| m[i]).collect();
+                    let y: Vec<f64> = means.iter().map(|m| m[j]).collect();
+                    if let Some(w) = wilcoxon(&x, &y) {
+                        let mut r = row("wilcoxon", "all", metric, svcs[i], svcs[j], full.len());
+                        r.statistic = fin(w.statistic);
+                        r.p = fin(w.p);
+                        r.effect = Some(w.rank_biserial);
+                        r.effect_name = "rank_biserial".into();
+                        r.method = format!("{} (per-model means)", w.method);
+                        fam_w.push(r);
+                    }
+                }
+                let x: Vec<f64> = zs.iter().filter(|u| u.service == svcs[i]).filter_map(|u| u.values.get(metric).copied()).collect();
+                let y: Vec<f64> = zs.iter().filter(|u| u.service == svcs[j]).filter_map(|u| u.values.get(metric).copied()).collect();
+                if let Some(r) = mwu_row("all", metric, svcs[i], svcs[j], &x, &y) {
+                    fam_u.push(r);
+                }
+            }
+        }
+        push_holm(&mut out, fam_w);
+        push_holm(&mut out, fam_u);
+    }
+
+    // ---- RQ2: size and specialization (open models) ----
+    let open_models: Vec<&str> = model_names.iter().copied().filter(|m| meta.get(m).is_some_and(|mr| open(mr))).collect();
+    for metric in &metrics {
+        let mut by_tier: BTreeMap<Tier, Vec<f64>> = BTreeMap::new();
+        let (mut gen, mut code) = (Vec::new(), Vec::new());
+        let (mut sizes, mut means) = (Vec::new(), Vec::new());
+        for m in &open_models {
+            let mr = meta[m];
+            let v = vals(None, m, metric);
+            if let Some(t) = tier_of(mr) {
+                by_tier.entry(t).or_default().extend(&v);
+            }
+            match mr.code {
+                Some(true) => code.extend(&v),
+                Some(false) => gen.extend(&v),
+                None => {}
+            }
+            if let (Some(s), false) = (mr.size_b, v.is_empty()) {
+                sizes.push(s);
+                means.push(mean(&v));
+            }
+        }
+        if let Some(t) = spearman(&sizes, &means) {
+            let mut r = row("spearman", "all", metric, "size_b", "per-model mean", sizes.len());
+            r.statistic = fin(t.statistic);
+            r.p = fin(t.p);
+            r.p_holm = r.p;
+            r.effect = fin(t.statistic);
+            r.effect_name = "rho".into();
+            r.method = t.method.into();
+            out.push(r);
+        }
+        if let Some(r) = mwu_row("all", metric, "general", "code", &gen, &code) {
+            out.push(r);
+        }
+        let tiers: Vec<Tier> = by_tier.keys().copied().collect();
+        let mut fam = Vec::new();
+        for i in 0..tiers.len() {
+            for j in i + 1..tiers.len() {
+                if let Some(r) = mwu_row("all", metric, tiers[i].name(), tiers[j].name(), &by_tier[&tiers[i]], &by_tier[&tiers[j]]) {
+                    fam.push(r);
+                }
+            }
+        }
+        push_holm(&mut out, fam);
+    }
+    // Metric agreement: Spearman between per-model mean cosine and each other metric (RQ1).
+    if metrics.contains(&"cosine") {
+        let cos: Vec<f64> = model_names.iter().map(|m| mean(&vals(None, m, "cosine"))).collect();
+        for metric in sims.iter().filter(|m| **m != "cosine") {
+            let other: Vec<f64> = model_names.iter().map(|m| mean(&vals(None, m, metric))).collect();
+            if let Some(t) = spearman(&cos, &other) {
+                let mut r = row("spearman", "all", metric, "cosine", "per-model means", cos.len());
+                r.statistic = fin(t.statistic);
+                r.p = fin(t.p);
+                r.p_holm = r.p;
+                r.effect = fin(t.statistic);
+                r.effect_name = "rho".into();
+                r.method = t.method.into();
+                out.push(r);
+            }
+        }
+    }
+
+    // ---- RQ6: repair (final round vs zero-shot) and fine-tuning (vs base), paired ----
+    let final_round = final_rounds(units);
+    let repaired_models: BTreeSet<&str> = units.iter().filter(|u| u.round > 0 && u.sample == 0).map(|u| u.model.as_str()).collect();
+    for svc in services.iter().map(|s| Some(*s)).chain([None]) {
+        let svc_name = svc.unwrap_or("all");
+        let mut fam_v = Vec::new();
+        for m in &repaired_models {
+            let (x, y) = zero_vs_repaired(&zs, &final_round, svc, m, "schema_ok");
+            if !x.is_empty() {
+                let mut r = mcnemar_row(svc_name, "schema_ok", m, &format!("{m} repaired"), &x, &y);
+                r.test = "mcnemar".into();
+                fam_v.push(r);
+            }
+        }
+        push_holm(&mut out, fam_v);
+        for metric in &sims {
+            let mut fam = Vec::new();
+            for m in &repaired_models {
+                let (x, y) = zero_vs_repaired(&zs, &final_round, svc, m, metric);
+                if let Some(w) = wilcoxon(&x, &y) {
+                    let mut r = row("wilcoxon", svc_name, metric, m, &format!("{m} repaired"), x.len());
+                    r.statistic = fin(w.statistic);
+                    r.p = fin(w.p);
+                    r.effect = Some(w.rank_biserial);
+                    r.effect_name = "rank_biserial".into();
+                    r.method = w.method.into();
+                    fam.push(r);
+                }
+            }
+            push_holm(&mut out, fam);
+        }
+        for (ft, base) in fine_tuned {
+            for metric in sims.iter().copied().chain(["schema_ok"]) {
+                let (x, y) = paired(&cell, svc, base, ft, metric, &services);
+                if x.is_empty() {
+                    continue;
+                }
+                if metric == "schema_ok" {
+                    let mut r = mcnemar_row(svc_name, metric, base, ft, &x, &y);
+                    r.p_holm = r.p;
+                    r.method = format!("{}; {FINE_TUNE_TAG}", r.method);
+                    out.push(r);
+                } else if let Some(w) = wilcoxon(&x, &y) {
+                    let mut r = row("wilcoxon", svc_name, metric, base, ft, x.len());
+                    r.statistic = fin(w.statistic);
+                    r.p = fin(w.p);
+                    r.p_holm = r.p;
+                    r.effect = Some(w.rank_biserial);
+                    r.effect_name = "rank_biserial".into();
+                    r.method = format!("{}; {FINE_TUNE_TAG}", w.method);
+                    out.push(r);
+                }
+            }
+        }
+    }
+
+    // ---- pass@k when models have several samples (round 0) ----
+    let mut samples: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
+    for u in units.iter().filter(|u| u.round == 0) {
+        if let Some(ok) = u.values.get("schema_ok") {
+            let e = samples.entry((u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).or_default();
+            e.0 += 1;
+            e.1 += (*ok > 0.5) as u64;
+        }
+    }
+    let mut per: BTreeMap<(&str, &str), Vec<(u64, u64)>> = BTreeMap::new();
+    for ((s, m, _), nc) in &samples {
+        per.entry((*s, *m)).or_default().push(*nc);
+    }
+    for ((s, m), ncs) in per {
+        let max_n = ncs.iter().map(|x| x.0).max().unwrap_or(0);
+        if max_n < 2 {
+            continue;
+        }
+        for k in [1u64, 5, 10].into_iter().filter(|k| *k <= max_n) {
+            let v: Vec<f64> = ncs.iter().filter(|(n, _)| *n >= k).map(|(n, c)| pass_at_k(*n, *c, k)).collect();
+            let mut r = row("pass_at_k", s, "schema_ok", m, &format!("k={k}"), v.len());
+            r.effect = fin(mean(&v));
+            r.effect_name = format!("pass@{k}");
+            out.push(r);
+        }
+    }
+    out
+}
+
+fn mean_row(svc: &str, metric: &str, group: &str, v: &[f64], with_ci: bool, seed: &mut u64, p: &Params) -> StatRow {
+    let mut r = row("mean", svc, metric, group, "", v.len());
+    r.effect = fin(mean(v));
+    r.effect_name = "mean".into();
+    if with_ci {
+        *seed = seed.wrapping_add(1);
+        if let Some((lo, hi)) = bootstrap_mean_ci(v, *seed, p.resamples, 0.95) {
+            r.ci_low = Some(lo);
+            r.ci_high = Some(hi);
+            r.method = format!("percentile bootstrap, {} resamples", p.resamples);
+        }
+    }
+    r
+}
+
+fn mwu_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) -> Option<StatRow> {
+    let t = mann_whitney(x, y)?;
+    let mut r = row("mann_whitney", svc, metric, a, b, x.len() + y.len());
+    r.statistic = fin(t.statistic);
+    r.p = fin(t.p);
+    r.p_holm = r.p;
+    r.effect = fin(cliffs_delta(x, y));
+    r.effect_name = "cliffs_delta".into();
+    r.method = t.method.into();
+    Some(r)
+}
+
+fn mcnemar_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) -> StatRow {
+    let (mut vb, mut vc) = (0u64, 0u64);
+    for (p, q) in x.iter().zip(y) {
+        match (*p > 0.5, *q > 0.5) {
+            (true, false) => vb += 1,
+            (false, true) => vc += 1,
+            _ => {}
+        }
+    }
+    let t = mcnemar(vb, vc);
+    let mut r = row("mcnemar", svc, metric, a, b, x.len());
+    r.statistic = fin(t.statistic);
+    r.p = fin(t.p);
+    r.effect = Some((vc as f64 - vb as f64) / x.len() as f64);
+    r.effect_name = "net_valid_change".into();
+    r.b = Some(vb);
+    r.c = Some(vc);
+    r.method = t.method.into();
+    r
+}
+
+/// Holm over one family; the rows keep their order.
+fn push_holm(out: &mut Vec<StatRow>, mut fam: Vec<StatRow>) {
+    let ps: Vec<f64> = fam.iter().map(|r| r.p.unwrap_or(f64::NAN)).collect();
+    for (r, h) in fam.iter_mut().zip(holm(&ps)) {
+        r.p_holm = fin(h);
+    }
+    out.append(&mut fam);
+}
+
+type Cell<'a> = BTreeMap<(&'a str, &'a str), BTreeMap<&'a str, &'a BTreeMap<&'static str, f64>>>;
+
+/// Values of two models on the pairs both answered (one service, or all services).
+fn paired(cell: &Cell, svc: Option<&str>, a: &str, b: &str, metric: &str, services: &BTreeSet<&str>) -> (Vec<f64>, Vec<f64>) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for s in services.iter().filter(|s| svc.is_none_or(|v| v == **s)) {
+        let (Some(ca), Some(cb)) = (cell.get(&(*s, a)), cell.get(&(*s, b))) else { continue };
+        for (pid, va) in ca {
+            if let (Some(vb), Some(p)) = (cb.get(pid), va.get(metric)) {
+                if let Some(q) = vb.get(metric) {
+                    x.push(*p);
+                    y.push(*q);
+                    let _ = pid;
+                }
+            }
+        }
+    }
+    (x, y)
+}
+
+/// (service, model, pair) → values of its last round (sample 0).
+fn final_rounds(units: &[Unit]) -> HashMap<(&str, &str, &str), &Unit> {
+    let mut m: HashMap<(&str, &str, &str), &Unit> = HashMap::new();
+    for u in units.iter().filter(|u| u.sample == 0) {
+        let k = (u.service.as_str(), u.model.as_str(), u.pair_id.as_str());
+        match m.get(&k) {
+            Some(prev) if prev.round >= u.round => {}
+            _ => {
+                m.insert(k, u);
+            }
+        }
+    }
+    m
+}
+
+/// Zero-shot vs final-round values of one model: pairs never repaired keep their zero-shot value,
+/// so the contrast is the effect of running repair over the whole set.
+fn zero_vs_repaired(zs: &[&Unit], fin_round: &HashMap<(&str, &str, &str), &Unit>, svc: Option<&str>, model: &str, metric: &str) -> (Vec<f64>, Vec<f64>) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for u in zs.iter().filter(|u| u.model == model && svc.is_none_or(|s| u.service == s)) {
+        let last = fin_round.get(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).copied().unwrap_or(*u);
+        if let (Some(a), Some(b)) = (u.values.get(metric), last.values.get(metric)) {
+            x.push(*a);
+            y.push(*b);
+        }
+    }
+    (x, y)
+}
