@@ -66,7 +66,8 @@ fn greedy_tokens_follow_llama_cpp() {
     for chat in reference()["chats"].as_array().unwrap() {
         let msgs = messages(&chat["messages"]);
         let want = ids(&chat["greedy_ids"]);
-        let (got, reply) = m.generate_ids(&msgs, want.len() as u32, 0.0, None).unwrap();
+        // The reference script's cap is 64 new tokens.
+        let (got, reply) = m.generate_ids(&msgs, 64, 0.0, None).unwrap();
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         // Q8_0 weights (ours) vs Q4_1 (llama.cpp) differ in the last bits, so a near-tie may flip late: on the
         // study prompt the first 28 of 64 tokens agree (then both loop on a comment line); 2+2 agrees fully.
