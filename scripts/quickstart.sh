@@ -12,3 +12,4 @@ bin="$CARGO_TARGET_DIR/debug/doc2ci"
 "$bin" status
 "$bin" sql "SELECT * FROM pair_counts"
 "$bin" sql "SELECT * FROM model_summary"
+echo "report: $(pwd)/warehouse/report/index.html"

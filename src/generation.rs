@@ -100,33 +100,42 @@ fn sample_seed(base: u64, pair_id: &str, sample: u32) -> u64 {
 
 /// What the model said (or why it said nothing), as a `generations` row.
 fn to_row(item: &Item, service: &str, model: &str, round: u32, r: std::result::Result<Reply, LlmError>, who: &str, g: &GenSettings) -> Generation {
+    let mut row = Generation {
+        pair_id: item.pair_id.clone(),
+        service: service.into(),
+        model: model.into(),
+        sample: item.sample,
+        round,
+        output: None,
+        raw_output: None,
+        latency_ms: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        error: None,
+        degenerate: false,
+        degenerate_kind: None,
+        finish_reason: None,
+        attempts: None,
+        cost: None,
+    };
     match r {
         Ok(reply) => {
             let output = doc2ci_generate::strip_fences(&reply.text);
             let hit_cap = reply.finish_reason.as_deref() == Some("length");
             let kind = doc2ci_generate::degenerate(&output, hit_cap);
-            let cost = match (g.price_per_1k_input, g.price_per_1k_output) {
+            row.cost = match (g.price_per_1k_input, g.price_per_1k_output) {
                 (None, None) => None,
                 (pi, po) => Some(pi.unwrap_or(0.0) * reply.prompt_tokens.unwrap_or(0) as f64 / 1000.0 + po.unwrap_or(0.0) * reply.completion_tokens.unwrap_or(0) as f64 / 1000.0),
             };
-            Generation {
-                pair_id: item.pair_id.clone(),
-                service: service.into(),
-                model: model.into(),
-                sample: item.sample,
-                round,
-                output: Some(output),
-                raw_output: Some(reply.text),
-                latency_ms: Some(reply.latency_ms),
-                prompt_tokens: reply.prompt_tokens,
-                completion_tokens: reply.completion_tokens,
-                error: None,
-                degenerate: kind.is_some(),
-                degenerate_kind: kind.map(|k| k.as_str().to_string()),
-                finish_reason: reply.finish_reason,
-                attempts: Some(reply.attempts),
-                cost,
-            }
+            row.output = Some(output);
+            row.raw_output = Some(reply.text);
+            row.latency_ms = Some(reply.latency_ms);
+            row.prompt_tokens = reply.prompt_tokens;
+            row.completion_tokens = reply.completion_tokens;
+            row.degenerate = kind.is_some();
+            row.degenerate_kind = kind.map(|k| k.as_str().to_string());
+            row.finish_reason = reply.finish_reason;
+            row.attempts = Some(reply.attempts);
         }
         Err(e) => {
             let kind = match &e {
@@ -135,26 +144,10 @@ fn to_row(item: &Item, service: &str, model: &str, round: u32, r: std::result::R
                 LlmError::BadResponse(_) => "bad response",
                 LlmError::Other(_) => "failed",
             };
-            Generation {
-                pair_id: item.pair_id.clone(),
-                service: service.into(),
-                model: model.into(),
-                sample: item.sample,
-                round,
-                output: None,
-                raw_output: None,
-                latency_ms: None,
-                prompt_tokens: None,
-                completion_tokens: None,
-                error: Some(format!("{who}: {kind}: {e}")),
-                degenerate: false,
-                degenerate_kind: None,
-                finish_reason: None,
-                attempts: None,
-                cost: None,
-            }
+            row.error = Some(format!("{who}: {kind}: {e}"));
         }
     }
+    row
 }
 
 /// Sends `items` in checkpointed batches; resumes after the last committed batch.

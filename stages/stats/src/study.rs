@@ -98,6 +98,18 @@ pub fn units(scores: &[Score], validations: &[Validation]) -> Vec<Unit> {
     map.into_iter().map(|((service, pair_id, model, sample, round), values)| Unit { service, pair_id, model, sample, round, values }).collect()
 }
 
+/// A Wilcoxon signed-rank row with its matched-pairs rank-biserial r; `method_note` is appended
+/// to the p-value method (e.g. what the pairs are).
+fn wilcoxon_row(service: &str, metric: &str, a: &str, b: &str, w: &crate::Wilcoxon, n: usize, method_note: &str) -> StatRow {
+    let mut r = row("wilcoxon", service, metric, a, b, n);
+    r.statistic = fin(w.statistic);
+    r.p = fin(w.p);
+    r.effect = Some(w.rank_biserial);
+    r.effect_name = "rank_biserial".into();
+    r.method = format!("{}{method_note}", w.method);
+    r
+}
+
 fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> StatRow {
     StatRow {
         test: test.into(),
@@ -235,13 +247,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
                         continue;
                     }
                     let Some(w) = wilcoxon(&x, &y) else { continue };
-                    let mut r = row("wilcoxon", svc_name, metric, ms[i], ms[j], x.len());
-                    r.statistic = fin(w.statistic);
-                    r.p = fin(w.p);
-                    r.effect = Some(w.rank_biserial);
-                    r.effect_name = "rank_biserial".into();
-                    r.method = w.method.into();
-                    fam.push(r);
+                    fam.push(wilcoxon_row(svc_name, metric, ms[i], ms[j], &w, x.len(), ""));
                 }
             }
             push_holm(&mut out, fam);
@@ -289,13 +295,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
                     let x: Vec<f64> = means.iter().map(|m| m[i]).collect();
                     let y: Vec<f64> = means.iter().map(|m| m[j]).collect();
                     if let Some(w) = wilcoxon(&x, &y) {
-                        let mut r = row("wilcoxon", "all", metric, svcs[i], svcs[j], full.len());
-                        r.statistic = fin(w.statistic);
-                        r.p = fin(w.p);
-                        r.effect = Some(w.rank_biserial);
-                        r.effect_name = "rank_biserial".into();
-                        r.method = format!("{} (per-model means)", w.method);
-                        fam_w.push(r);
+                        fam_w.push(wilcoxon_row("all", metric, svcs[i], svcs[j], &w, full.len(), " (per-model means)"));
                     }
                 }
                 let x: Vec<f64> = zs.iter().filter(|u| u.service == svcs[i]).filter_map(|u| u.values.get(metric).copied()).collect();
@@ -393,13 +393,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
             for m in &repaired_models {
                 let (x, y) = zero_vs_repaired(&zs, &final_round, svc, m, metric);
                 if let Some(w) = wilcoxon(&x, &y) {
-                    let mut r = row("wilcoxon", svc_name, metric, m, &format!("{m} repaired"), x.len());
-                    r.statistic = fin(w.statistic);
-                    r.p = fin(w.p);
-                    r.effect = Some(w.rank_biserial);
-                    r.effect_name = "rank_biserial".into();
-                    r.method = w.method.into();
-                    fam.push(r);
+                    fam.push(wilcoxon_row(svc_name, metric, m, &format!("{m} repaired"), &w, x.len(), ""));
                 }
             }
             push_holm(&mut out, fam);
@@ -416,13 +410,8 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
                     r.method = format!("{}; {FINE_TUNE_TAG}", r.method);
                     out.push(r);
                 } else if let Some(w) = wilcoxon(&x, &y) {
-                    let mut r = row("wilcoxon", svc_name, metric, base, ft, x.len());
-                    r.statistic = fin(w.statistic);
-                    r.p = fin(w.p);
+                    let mut r = wilcoxon_row(svc_name, metric, base, ft, &w, x.len(), &format!("; {FINE_TUNE_TAG}"));
                     r.p_holm = r.p;
-                    r.effect = Some(w.rank_biserial);
-                    r.effect_name = "rank_biserial".into();
-                    r.method = format!("{}; {FINE_TUNE_TAG}", w.method);
                     out.push(r);
                 }
             }
