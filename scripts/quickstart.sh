@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/deps.sh
-cargo build --quiet --bin doc2ci
+# The same build as the test suite's `cargo test --workspace` (same feature set: one warm cache serves both).
+cargo build --quiet --workspace --tests
 bin="$CARGO_TARGET_DIR/debug/doc2ci"
 "$bin" setup
 "$bin" plan

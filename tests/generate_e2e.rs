@@ -237,12 +237,12 @@ fn garbage_empty_non_utf8_and_endless_responses_are_error_rows_not_crashes() {
     assert!(v[0][0].as_u64().unwrap() >= 4);
 }
 
-/// Real outputs of codellama-7b for the first pairs of the real data: a mix of schema-valid
+/// Real outputs of gemma3-12b for the first pairs of the real data: a mix of schema-valid
 /// and schema-invalid files (the test checks which is which from the validator itself).
 fn real_outputs(dir: &Path, n: usize) -> PathBuf {
-    let f = std::fs::File::open(output_file("codellama-7b")).unwrap();
+    let f = std::fs::File::open(output_file("gemma3-12b")).unwrap();
     let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
-    let path = dir.join("codellama.csv");
+    let path = dir.join("gemma.csv");
     let mut w = csv::Writer::from_path(&path).unwrap();
     w.write_record(rdr.headers().unwrap()).unwrap();
     for r in rdr.records().take(n) {
@@ -259,28 +259,28 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     let docs = small_docs(d, 12, None);
     let outs = real_outputs(d, 12);
     let models = format!(
-        "[[models]]\nname = \"codellama-7b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"llama\"\n\n\
+        "[[models]]\nname = \"gemma3-12b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"gemma\"\n\n\
          [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
         outs.display()
     );
-    let cfg = study(d, &docs, &models, "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 2\nmodel = \"smollm2\"\nmodels = [\"codellama-7b\"]\n");
+    let cfg = study(d, &docs, &models, "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 2\nmodel = \"smollm2\"\nmodels = [\"gemma3-12b\"]\n");
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     let vals = "read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true)";
-    let r0 = duck(&wh, &format!("SELECT pair_id, schema_ok FROM {vals} WHERE model = 'codellama-7b' AND round = 0 ORDER BY pair_id"));
+    let r0 = duck(&wh, &format!("SELECT pair_id, schema_ok FROM {vals} WHERE model = 'gemma3-12b' AND round = 0 ORDER BY pair_id"));
     let invalid0: Vec<&str> = r0.iter().filter(|r| r[1] == false).map(|r| r[0].as_str().unwrap()).collect();
     let valid0: Vec<&str> = r0.iter().filter(|r| r[1] == true).map(|r| r[0].as_str().unwrap()).collect();
     assert!(invalid0.len() >= 2 && !valid0.is_empty(), "the sample mixes valid and invalid real outputs: {r0:?}");
 
     // Zero valid outputs changed: no repair row exists for any output valid at round 0.
-    let touched = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'codellama-7b' AND round > 0 AND pair_id IN ({})", valid0.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(",")));
+    let touched = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round > 0 AND pair_id IN ({})", valid0.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(",")));
     assert_eq!(touched[0][0], 0, "a valid output was sent for repair");
     // Round 1 revisits exactly the invalid ones, through the embedded model.
-    let r1 = duck(&wh, &format!("SELECT pair_id, raw_output, error FROM {GENS} WHERE model = 'codellama-7b' AND round = 1 ORDER BY pair_id"));
+    let r1 = duck(&wh, &format!("SELECT pair_id, raw_output, error FROM {GENS} WHERE model = 'gemma3-12b' AND round = 1 ORDER BY pair_id"));
     assert_eq!(r1.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), invalid0);
     assert!(r1.iter().all(|r| r[2].is_null() && r[1].as_str().is_some_and(|t| !t.is_empty())), "real repairs came back: {r1:?}");
     // Round-0 rows are the imported ones, untouched.
-    let g0 = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'codellama-7b' AND round = 0"));
+    let g0 = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round = 0"));
     assert_eq!(g0[0][0], 12);
 
     // Counts per round, consistent with the validations.
@@ -296,7 +296,7 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     }
     assert_eq!(rep[1][2], rep[0][7], "round 2 starts where round 1 ended");
     assert_eq!(rep[1][3], rep[0][5], "round 2 revisits exactly what round 1 left invalid");
-    let fixed1 = duck(&wh, &format!("SELECT COUNT(*) FROM {vals} WHERE model = 'codellama-7b' AND round = 1 AND schema_ok"));
+    let fixed1 = duck(&wh, &format!("SELECT COUNT(*) FROM {vals} WHERE model = 'gemma3-12b' AND round = 1 AND schema_ok"));
     assert_eq!(fixed1[0][0], rep[0][4]);
     eprintln!("repair counts per round: {rep:?}\n{out}");
 
