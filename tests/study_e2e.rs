@@ -163,6 +163,8 @@ fn stats_report_and_coding_on_a_real_slice() {
     let err = run_err(&["coding", "import", "--config", c, bad.to_str().unwrap()]);
     assert!(err.contains("bad.csv:") && err.contains("verdict `fine`"), "{err}");
     std::fs::write(&bad, text.replacen("S0002,", "S9999,", 1)).unwrap();
+    // Rows are ordered by stratum, not by id: the line is wherever S0002 stood (1-based).
+    let line = text.lines().position(|l| l.contains("S0002,")).unwrap() + 1;
     let err = run_err(&["coding", "import", "--config", c, bad.to_str().unwrap()]);
-    assert!(err.contains("bad.csv:3:") && err.contains("`S9999` is not in the drawn sample"), "{err}");
+    assert!(err.contains(&format!("bad.csv:{line}:")) && err.contains("`S9999` is not in the drawn sample"), "{err}");
 }
