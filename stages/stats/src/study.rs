@@ -98,6 +98,18 @@ pub fn units(scores: &[Score], validations: &[Validation]) -> Vec<Unit> {
     map.into_iter().map(|((service, pair_id, model, sample, round), values)| Unit { service, pair_id, model, sample, round, values }).collect()
 }
 
+/// A Spearman row over all services; a single test, so its Holm p is its p.
+fn spearman_row(metric: &str, a: &str, b: &str, t: &crate::TestResult, n: usize) -> StatRow {
+    let mut r = row("spearman", "all", metric, a, b, n);
+    r.statistic = fin(t.statistic);
+    r.p = fin(t.p);
+    r.p_holm = r.p;
+    r.effect = fin(t.statistic);
+    r.effect_name = "rho".into();
+    r.method = t.method.into();
+    r
+}
+
 /// A Wilcoxon signed-rank row with its matched-pairs rank-biserial r; `method_note` is appended
 /// to the p-value method (e.g. what the pairs are).
 fn wilcoxon_row(service: &str, metric: &str, a: &str, b: &str, w: &crate::Wilcoxon, n: usize, method_note: &str) -> StatRow {
@@ -332,14 +344,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
             }
         }
         if let Some(t) = spearman(&sizes, &means) {
-            let mut r = row("spearman", "all", metric, "size_b", "per-model mean", sizes.len());
-            r.statistic = fin(t.statistic);
-            r.p = fin(t.p);
-            r.p_holm = r.p;
-            r.effect = fin(t.statistic);
-            r.effect_name = "rho".into();
-            r.method = t.method.into();
-            out.push(r);
+            out.push(spearman_row(metric, "size_b", "per-model mean", &t, sizes.len()));
         }
         if let Some(r) = mwu_row("all", metric, "general", "code", &gen, &code) {
             out.push(r);
@@ -361,14 +366,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
         for metric in sims.iter().filter(|m| **m != "cosine") {
             let other: Vec<f64> = model_names.iter().map(|m| mean(&vals(None, m, metric))).collect();
             if let Some(t) = spearman(&cos, &other) {
-                let mut r = row("spearman", "all", metric, "cosine", "per-model means", cos.len());
-                r.statistic = fin(t.statistic);
-                r.p = fin(t.p);
-                r.p_holm = r.p;
-                r.effect = fin(t.statistic);
-                r.effect_name = "rho".into();
-                r.method = t.method.into();
-                out.push(r);
+                out.push(spearman_row(metric, "cosine", "per-model means", &t, cos.len()));
             }
         }
     }
