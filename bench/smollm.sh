@@ -2,7 +2,8 @@
 # Embedded-model throughput: doc2ci-smollm (candle, Q8_0 weights) vs llama.cpp in-process (llama-cpp-python,
 # the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
 # Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python). Env: MAX_TOKENS (default 128),
-# THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores).
+# THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores),
+# PROFILE (dev = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
@@ -10,8 +11,10 @@ ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
 GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 K="${MAX_TOKENS:-128}"; THREADS="${THREADS:-2}"
 
-flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-smollm --example bench_smollm
-OURS=$("$CARGO_TARGET_DIR/release/examples/bench_smollm" "$GGUF" --max-tokens "$K")
+PROFILE="${PROFILE:-dev}"
+flock /tmp/doc2ci-cargo.lock cargo build --profile "$PROFILE" -q -p doc2ci-smollm --example bench_smollm
+dir=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
+OURS=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K")
 echo "ours: $OURS"
 PEER=$(python3 - "$GGUF" "$K" "$THREADS" <<'PY'
 import json, sys, time

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# chromium + chromium-driver: the crawler's webdriver backend (headless, driven by chromedriver).
-APT_PACKAGES=(pkg-config chromium chromium-driver)
+# chromium + chromium-driver: the crawler's webdriver backend (headless, driven by chromedriver);
+# time: GNU time, the benchmarks' peak-memory figures.
+APT_PACKAGES=(pkg-config chromium chromium-driver time)
 # The peers of the differential tests (torch-based ones are not here: their outputs are committed).
 PIP_PACKAGES=(
   duckdb==2.0.1

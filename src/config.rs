@@ -61,6 +61,8 @@ pub struct Model {
     pub size_b: Option<f64>,
     pub code: Option<bool>,
     pub proprietary: Option<bool>,
+    /// A declared model this one was fine-tuned from (RQ6 compares them pair by pair).
+    pub base_model: Option<String>,
     /// `import` backend: the file of outputs, its format, which service and source it answers.
     pub path: Option<PathBuf>,
     pub format: String,
@@ -408,6 +410,8 @@ struct RawModel {
     #[serde(default)]
     proprietary: Option<bool>,
     #[serde(default)]
+    base_model: Option<Spanned<String>>,
+    #[serde(default)]
     base_url: Option<Spanned<String>>,
     #[serde(default)]
     base_urls: Option<Spanned<Vec<String>>>,
@@ -565,6 +569,7 @@ impl Config {
         }
 
         let mut models: Vec<Model> = Vec::new();
+        let mut bases = Vec::new();
         for m in raw.models {
             let span = m.span();
             let m = m.into_inner();
@@ -589,6 +594,7 @@ impl Config {
                 size_b: m.size_b,
                 code: m.code,
                 proprietary: m.proprietary,
+                base_model: m.base_model.as_ref().map(|b| b.get_ref().clone()),
                 path: None,
                 format: "llm4ci".into(),
                 service,
@@ -623,7 +629,19 @@ impl Config {
                     None => return cx.err(span, "models.source", format!("model `{}`: several sources serve `{service}`, say which one its IDs refer to", model.name)),
                 });
             }
+            if let Some(b) = &m.base_model {
+                bases.push((model.name.clone(), b.get_ref().clone(), b.span()));
+            }
             models.push(model);
+        }
+        // Checked once all models are known: a base may be declared after its fine-tuned model.
+        for (name, base, span) in bases {
+            if base == name {
+                return cx.err(span, "models.base_model", format!("model `{name}` names itself as its base model"));
+            }
+            if !models.iter().any(|x| x.name == base) {
+                return cx.err(span, "models.base_model", format!("model `{name}`: base model `{base}` is not declared in [[models]]"));
+            }
         }
 
         let threads = raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
@@ -956,6 +974,13 @@ mod tests {
     }
 
     #[test]
+    fn base_model_may_be_declared_after_its_fine_tune() {
+        let c = parse(&format!("{HEAD}[[models]]\nname = \"ft\"\nbackend = \"embedded\"\nbase_model = \"base\"\n[[models]]\nname = \"base\"\nbackend = \"embedded\"\n")).unwrap();
+        assert_eq!(c.models[0].base_model.as_deref(), Some("base"));
+        assert_eq!(c.models[1].base_model, None);
+    }
+
+    #[test]
     fn generative_model_errors_name_line_and_key() {
         let cases: &[(&str, &str, &str)] = &[
             ("[[models]]\nname = \"x\"\nbackend = \"openai\"\n", ":6:", "base_url"),
@@ -967,6 +992,8 @@ mod tests {
             ("[[models]]\nname = \"x\"\nbackend = \"vllm\"\n", ":8:", "unknown backend"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\ntemperature = 5.0\n", ":9:", "between 0 and 2"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"llama\"\n", ":9:", "base model `llama` is not declared"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"x\"\n", ":9:", "names itself"),
         ];
         for (body, line, what) in cases {
             let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();

@@ -456,7 +456,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wh = Warehouse::new(dir.path());
         let p = Partition::new(MODELS, &[]);
-        let row = |m: &str| ModelRow { model: m.into(), backend: "import".into(), family: None, size_b: Some(7.0), code: Some(true), proprietary: None };
+        let row = |m: &str| ModelRow { model: m.into(), backend: "import".into(), family: None, size_b: Some(7.0), code: Some(true), proprietary: None, base_model: None };
         let h1 = wh.write(&p, &[row("a")]).unwrap();
         let h2 = wh.write(&p, &[row("b"), row("c")]).unwrap();
         assert_ne!(h1, h2);

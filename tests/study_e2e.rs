@@ -13,6 +13,8 @@ use std::process::Command;
 const PAIRS: usize = 30;
 /// (name, size_b, code, proprietary)
 const STUDY_MODELS: &[(&str, &str, &str, &str)] = &[("gpt-4o", "", "false", "true"), ("llama3.1-8b", "8", "false", "false"), ("codellama-7b", "7", "true", "false")];
+/// (fine-tuned, base): declared so, to exercise RQ6's fine-tuning contrast on real outputs.
+const FINE_TUNED: (&str, &str) = ("codellama-7b", "llama3.1-8b");
 
 fn read_gz_csv(path: &Path) -> (csv::StringRecord, Vec<csv::StringRecord>) {
     let mut text = String::new();
@@ -41,6 +43,9 @@ fn write_study(dir: &Path) -> PathBuf {
         s.push_str(&format!("\n[[models]]\nname = \"{m}\"\nbackend = \"import\"\npath = \"{m}.csv\"\nfamily = \"x\"\ncode = {code}\nproprietary = {prop}\n"));
         if !size.is_empty() {
             s.push_str(&format!("size_b = {size}\n"));
+        }
+        if *m == FINE_TUNED.0 {
+            s.push_str(&format!("base_model = \"{}\"\n", FINE_TUNED.1));
         }
     }
     s.push_str("\n[stages.stats]\nbootstrap_resamples = 500\n");
@@ -81,7 +86,7 @@ fn stats_report_and_coding_on_a_real_slice() {
     let report = wh.join("report");
     for f in ["index.html", "report.md", "tables/table1.csv", "tables/table2.csv", "tables/rq2_scale.csv", "tables/rq3_services.csv", "tables/rq6_repair.csv", "tables/fragments.csv", "tables/stats.csv", "figures/fig3_similarity_validity.svg", "figures/fig5_repair_plane.svg", "figures/fig4_tiers.svg", "figures/box_cosine.svg"] {
         let p = report.join(f);
-        // One service and no repair rounds: the RQ3/RQ6 tables hold just their header.
+        // One service and no repair rounds: the RQ3 table holds just its header.
         let min = if f.starts_with("tables/") && f != "tables/stats.csv" { 20 } else { 100 };
         assert!(p.exists() && std::fs::metadata(&p).unwrap().len() > min, "{} missing or empty", p.display());
     }
@@ -95,6 +100,14 @@ fn stats_report_and_coding_on_a_real_slice() {
             assert!(svg.contains(m), "{fig} labels {m}");
         }
     }
+    // RQ6's fine-tuning contrast: base vs fine-tuned, paired, in the table and as an arrow in Fig. 5
+    // (stats_check.py above already recomputed these rows' Wilcoxon and McNemar with scipy/statsmodels).
+    let rq6 = std::fs::read_to_string(report.join("tables/rq6_repair.csv")).unwrap();
+    let ft_rows: Vec<&str> = rq6.lines().filter(|l| l.contains("fine-tuned vs base")).collect();
+    assert!(ft_rows.iter().any(|l| l.starts_with("mcnemar")) && ft_rows.iter().any(|l| l.starts_with("wilcoxon")), "{rq6}");
+    assert!(ft_rows.iter().all(|l| l.contains(FINE_TUNED.0) && l.contains(FINE_TUNED.1)), "{rq6}");
+    let fig = |f: &str| std::fs::read_to_string(report.join(format!("figures/{f}.svg"))).unwrap();
+    assert_eq!(count(&fig("fig5_repair_plane"), "<polygon"), count(&fig("fig3_similarity_validity"), "<polygon") + 1, "one fine-tuning arrow head");
     let boxes = std::fs::read_to_string(report.join("figures/box_cosine.svg")).unwrap();
     for (m, ..) in STUDY_MODELS {
         assert!(boxes.contains(m), "box plot labels {m}");

@@ -16,7 +16,7 @@ fn main() {
     let models: Vec<ModelRow> = sizes
         .iter()
         .enumerate()
-        .map(|(i, (s, code, prop))| ModelRow { model: format!("m{:02}", i + 1), backend: "import".into(), family: None, size_b: if *prop { None } else { *s }, code: Some(*code), proprietary: Some(*prop) })
+        .map(|(i, (s, code, prop))| ModelRow { model: format!("m{:02}", i + 1), backend: "import".into(), family: None, size_b: if *prop { None } else { *s }, code: Some(*code), proprietary: Some(*prop), base_model: None })
         .collect();
     let mut rng = Rng::new(1);
     let mut u01 = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;

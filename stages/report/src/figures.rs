@@ -19,6 +19,8 @@ pub struct PlanePoint {
     pub kind: &'static str,
     /// (mean cosine, schema rate, pairs with a repair round) over the final rounds.
     pub repaired: Option<(f64, f64, usize)>,
+    /// The model it was fine-tuned from, when declared (`base_model`).
+    pub base: Option<String>,
 }
 
 pub fn plane_points(inp: &Input) -> BTreeMap<String, PlanePoint> {
@@ -54,7 +56,8 @@ pub fn plane_points(inp: &Input) -> BTreeMap<String, PlanePoint> {
         });
         let mr = meta.get(m).copied();
         let kind = if mr.and_then(|m| m.proprietary) == Some(true) { "proprietary" } else { model_type(mr) };
-        out.insert(m.to_string(), PlanePoint { cosine: mean_of(&c), schema: mean_of(&s), kind, repaired });
+        let base = mr.and_then(|m| m.base_model.clone());
+        out.insert(m.to_string(), PlanePoint { cosine: mean_of(&c), schema: mean_of(&s), kind, repaired, base });
     }
     out
 }
@@ -86,7 +89,7 @@ pub fn all(inp: &Input) -> Vec<Fig> {
     let pts = plane_points(inp);
     if !pts.is_empty() {
         figs.push(("fig3_similarity_validity".into(), "Fig. 3. Similarity is not validity: each model's mean cosine (x) versus schema validity (y), zero-shot, all services.".into(), scatter(&pts, false)));
-        figs.push(("fig5_repair_plane".into(), "Fig. 5. The similarity–validity plane: arrows from each model's zero-shot point to its repaired point (final repair round), where repair ran.".into(), scatter(&pts, true)));
+        figs.push(("fig5_repair_plane".into(), "Fig. 5. The similarity–validity plane: arrows from each model's zero-shot point to its repaired point (final repair round), where repair ran, and thin arrows from a base model to its fine-tuned model.".into(), scatter(&pts, true)));
     }
     if let Some(svg) = tiers(inp) {
         figs.push(("fig4_tiers".into(), "Fig. 4. Quality by size tier for general and code-specialized open models (tier means): similarity (left) and schema validity (right).".into(), svg));
@@ -123,6 +126,12 @@ fn scatter(pts: &BTreeMap<String, PlanePoint>, arrows: bool) -> String {
                     let col = color(p.kind);
                     chart.draw_series(std::iter::once(PathElement::new(vec![(p.cosine, p.schema * 100.0), (c, s * 100.0)], col.stroke_width(2)))).expect("arrow");
                     chart.draw_series(std::iter::once(TriangleMarker::new((c, s * 100.0), 6, col.filled()))).expect("head");
+                }
+                if let Some(b) = p.base.as_ref().and_then(|b| pts.get(b)) {
+                    let col = color(p.kind).mix(0.6);
+                    let (from, to) = ((b.cosine, b.schema * 100.0), (p.cosine, p.schema * 100.0));
+                    chart.draw_series(std::iter::once(PathElement::new(vec![from, to], col.stroke_width(1)))).expect("fine-tune arrow");
+                    chart.draw_series(std::iter::once(TriangleMarker::new(to, 5, col.filled()))).expect("head");
                 }
             }
         }

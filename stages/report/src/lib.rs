@@ -303,7 +303,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
 
     // RQ6.
     let mut t = Table::new("rq6_repair", "RQ6. Repair and fine-tuning: McNemar on schema validity (b = valid→invalid, c = invalid→valid) and Wilcoxon on cosine, zero-shot vs repaired / base vs fine-tuned.", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine")) && (r.group_b.ends_with(" repaired") || is_fine_tune(r, &models))) {
+    for r in inp.stats.iter().filter(|r| (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine")) && (r.group_b.ends_with(" repaired") || is_fine_tune(r))) {
         let mut c = test_cells(r, inp);
         c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
         c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
@@ -321,7 +321,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
 
     // McNemar between models (per service) with the largest counts of discordance.
     let mut t = Table::new("validity_contrasts", "Paired schema validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| r.test == "mcnemar" && !r.group_b.ends_with(" repaired") && models.contains(r.group_b.as_str())) {
+    for r in inp.stats.iter().filter(|r| r.test == "mcnemar" && !r.group_b.ends_with(" repaired") && !is_fine_tune(r) && models.contains(r.group_b.as_str())) {
         let mut c = test_cells(r, inp);
         c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
         c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
@@ -371,7 +371,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     out
 }
 
-fn is_fine_tune(r: &StatRow, _models: &BTreeSet<&str>) -> bool {
+fn is_fine_tune(r: &StatRow) -> bool {
     r.method.contains(FINE_TUNE_TAG)
 }
 

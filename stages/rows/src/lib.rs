@@ -138,6 +138,9 @@ pub struct ModelRow {
     pub size_b: Option<f64>,
     pub code: Option<bool>,
     pub proprietary: Option<bool>,
+    /// The model this one was fine-tuned from: RQ6 compares the two on the same pairs.
+    #[serde(default)]
+    pub base_model: Option<String>,
 }
 
 /// Validity of one text (an output, or a pair's reference) for its service (SPEC §6).
