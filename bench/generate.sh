@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Generation benchmark (issue 5): the bundled default study (pipeline.toml) end to end with the
 # embedded SmolLM2 — wall time, generated tokens and tokens/s — and schema-guided repair of real
-# invalid outputs (codellama-7b, first $REPAIR_N pairs of the llm4ci data) by the embedded model,
+# invalid outputs ($REPAIR_MODEL, default gemma3-12b, first $REPAIR_N pairs of the llm4ci data) by the embedded model,
 # fixed per round. Run once, niced: it keeps both cores busy for minutes (≈ 23 min for the study).
-# Env: SECTIONS (default "study repair"), REPAIR_N (default 40), KEEP=1 keeps the scratch folder,
+# Env: SECTIONS (default "study repair"), REPAIR_N (default 40), REPAIR_MODEL (default gemma3-12b), KEEP=1 keeps the scratch folder,
 #      BENCH_PROFILE (dev, as scripts/test.sh builds it, or release).
 set -euo pipefail
 SECTIONS="${SECTIONS:-study repair}"
@@ -38,10 +38,11 @@ fi
 # Repair of real invalid outputs with the embedded model.
 if [[ " $SECTIONS " == *" repair "* ]]; then
 n="${REPAIR_N:-40}"
-python3 - "$work" "$n" <<'PY'
+rm_="${REPAIR_MODEL:-gemma3-12b}"
+python3 - "$work" "$n" "$rm_" <<'PY'
 import csv, gzip, sys
-work, n = sys.argv[1], int(sys.argv[2])
-for src, dst in [("GitHubActions_Docs.csv.gz", "docs.csv"), ("GitHubActions_codellama-7b_output.csv.gz", "codellama.csv")]:
+work, n, m = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+for src, dst in [("GitHubActions_Docs.csv.gz", "docs.csv"), (f"GitHubActions_{m}_output.csv.gz", "outputs.csv")]:
     with gzip.open(f"../shared/data/llm4ci/{src}", "rt", newline="") as f, open(f"{work}/{dst}", "w", newline="") as o:
         r = csv.reader(f); w = csv.writer(o)
         for i, row in enumerate(r):
@@ -59,9 +60,9 @@ kind = "import"
 path = "docs.csv"
 service = "github-actions"
 [[models]]
-name = "codellama-7b"
+name = "$rm_"
 backend = "import"
-path = "codellama.csv"
+path = "outputs.csv"
 [[models]]
 name = "smollm2"
 backend = "embedded"
@@ -77,10 +78,10 @@ TOML
 s=$(date +%s.%N)
 nice -n 10 "$bin" run --quiet --config "$work/repair.toml"
 e=$(date +%s.%N)
-python3 - "$work/wh-repair" "$s" "$e" <<'PY'
+python3 - "$work/wh-repair" "$s" "$e" "$rm_" <<'PY'
 import duckdb, sys
 wh, s, e = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-print(f"repair of real codellama-7b outputs by smollm2: {e - s:.1f}s")
+print(f"repair of real {sys.argv[4]} outputs by smollm2: {e - s:.1f}s")
 for r in duckdb.sql(f"SELECT round, total, valid_before, attempted, fixed, still_invalid, errors, valid_after FROM read_parquet('{wh}/repairs/**/*.parquet', hive_partitioning=true) ORDER BY round").fetchall():
     print(f"  round {r[0]}: {r[3]} invalid revisited, {r[4]} fixed, {r[5]} still invalid ({r[6]} backend errors); valid {r[2]} → {r[7]} of {r[1]}")
 g = f"read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)"

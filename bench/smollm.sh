@@ -29,6 +29,7 @@ msgs = [{"role": "system", "content": "You are a highly skilled software develop
 prompt = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")(messages=msgs).prompt
 ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
 def run(n):
+    llm.reset()  # else generate() reuses the previous run's KV cache for the shared prompt prefix
     t = time.perf_counter(); out = 0
     for tok in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
         if tok == llm.token_eos(): break
