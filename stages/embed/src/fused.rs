@@ -240,12 +240,12 @@ impl Encoder {
                 // SAFETY: every index stays inside `qkv`, `scores` and `ctx`: rows off..off+n of width h3/h,
                 // columns head*d..head*d+d, and an n×n score block.
                 unsafe {
-                    gemm::gemm(
+                    gemm_panels(
                         n, n, d,
-                        scores.as_mut_ptr(), 1, n as isize, false,
+                        scores.as_mut_ptr(), n as isize,
                         qkv.as_ptr().add(q), 1, h3 as isize,
                         qkv.as_ptr().add(k), h3 as isize, 1,
-                        0.0, scale, false, false, false, Parallelism::None,
+                        scale, Parallelism::None,
                     );
                 }
                 simd::softmax_rows(scores, n);
@@ -282,13 +282,37 @@ fn t_rows(t: &HashMap<String, Tensor>, name: &str) -> Result<usize> {
 fn matmul_t(out: &mut [f32], a: &[f32], w: &[f32], m: usize, n: usize, k: usize, par: Parallelism) {
     assert!(out.len() >= m * n && a.len() >= m * k && w.len() >= n * k);
     // SAFETY: the asserted lengths cover every element the strides below address.
-    unsafe {
+    unsafe { gemm_panels(m, n, k, out.as_mut_ptr(), n as isize, a.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1, 1.0, par) }
+}
+
+/// Output columns per gemm call. gemm 0.19 changes strategy once the output is wider than 48 columns,
+/// and on this machine's Zen 4 cores that path runs at ≈ 30 GFLOP/s against ≈ 80 for narrow panels
+/// (single thread, the model's shapes); whole-model throughput was best with 16 (`bench/embed.sh`).
+const PANEL: usize = 16;
+
+/// `dst (m×n, row stride dst_rs, unit column stride) = scale · lhs (m×k) · rhs (k×n)`, overwriting dst,
+/// computed panel by panel of PANEL output columns.
+///
+/// # Safety
+/// Every element addressed by the sizes and strides must lie inside the pointed-to buffers.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_panels(
+    m: usize, n: usize, k: usize,
+    dst: *mut f32, dst_rs: isize,
+    lhs: *const f32, lhs_cs: isize, lhs_rs: isize,
+    rhs: *const f32, rhs_cs: isize, rhs_rs: isize,
+    scale: f32, par: Parallelism,
+) {
+    let mut j = 0;
+    while j < n {
+        let w = PANEL.min(n - j);
         gemm::gemm(
-            m, n, k,
-            out.as_mut_ptr(), 1, n as isize, false,
-            a.as_ptr(), 1, k as isize,
-            w.as_ptr(), k as isize, 1,
-            0.0, 1.0, false, false, false, par,
+            m, w, k,
+            dst.add(j), 1, dst_rs, false,
+            lhs, lhs_cs, lhs_rs,
+            rhs.offset(j as isize * rhs_cs), rhs_cs, rhs_rs,
+            0.0, scale, false, false, false, par,
         );
+        j += w;
     }
 }

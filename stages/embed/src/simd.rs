@@ -49,7 +49,10 @@ fn exp(x: f32) -> f32 {
         * r
         + 0.5;
     let y = p * z + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    // `as i32` saturates (NaN → 0), which LLVM will not vectorise; n is an integer in [-126, 128] here.
+    // SAFETY: x is clamped above, so n is finite and within i32.
+    let e = unsafe { n.to_int_unchecked::<i32>() };
+    y * f32::from_bits((e.wrapping_add(127) as u32) << 23)
 }
 
 /// Exact-erf GELU (BERT's "gelu"), erf by Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7), as PyTorch's
@@ -61,7 +64,7 @@ fn gelu(x: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let poly = ((((1.061_405_4 * t - 1.453_152_1) * t + 1.421_413_7) * t - 0.284_496_72) * t + 0.254_829_6) * t;
     let erf_abs = 1.0 - poly * exp(-a * a);
-    let erf = if z < 0.0 { -erf_abs } else { erf_abs };
+    let erf = erf_abs.copysign(z);
     0.5 * x * (1.0 + erf)
 }
 
