@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Client overhead: doc2ci-llm's `openai` backend vs the `openai` Python client (AsyncOpenAI + asyncio) against the
 # same local llama.cpp server (llama-cpp-python) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
-# client's share of each request shows. Prints requests/s of both and the ratio (ours / peer).
+# client's share of each request shows. Prints requests/s of both and the ratio (ours / peer), and the client
+# process's own CPU time per request (the overhead proper: requests/s converge on the server's limit).
 #
 # Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python[server], openai).
 # Env: REQUESTS (per side, default 300), CONCURRENCY (default 4), MAX_TOKENS (default 1), ROUNDS (default 2,
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
 GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
-N="${REQUESTS:-300}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${ROUNDS:-2}"
+N="${REQUESTS:-2000}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${ROUNDS:-3}"
 
 flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-llm --example bench_client
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -36,21 +37,25 @@ async def main():
                                                      temperature=0, max_tokens=k)
             return r.usage.completion_tokens
     await one()
-    t = time.perf_counter()
+    cpu, t = time.process_time(), time.perf_counter()
     toks = sum(await asyncio.gather(*[one() for _ in range(n)]))
-    s = time.perf_counter() - t
+    s, cpu = time.perf_counter() - t, time.process_time() - cpu
     print(json.dumps({"client": "openai-python asyncio", "requests": n, "concurrency": c, "seconds": round(s, 3),
-                      "requests_per_s": round(n / s, 2), "completion_tokens": toks}))
+                      "requests_per_s": round(n / s, 2), "client_cpu_ms_per_request": round(cpu * 1e3 / n, 4), "completion_tokens": toks}))
 asyncio.run(main())
 PY
 }
-best_ours=0; best_peer=0
+best_ours=0; best_peer=0; cpu_ours=1e9; cpu_peer=1e9
 for r in $(seq "$ROUNDS"); do
   O=$("$CARGO_TARGET_DIR/release/examples/bench_client" "$URL" --requests "$N" --concurrency "$C" --max-tokens "$K")
   P=$(peer)
   echo "round $r: $O"; echo "round $r: $P"
   best_ours=$(python3 -c "import json,sys; print(max($best_ours, json.loads(sys.argv[1])['requests_per_s']))" "$O")
   best_peer=$(python3 -c "import json,sys; print(max($best_peer, json.loads(sys.argv[1])['requests_per_s']))" "$P")
+  cpu_ours=$(python3 -c "import json,sys; print(min($cpu_ours, json.loads(sys.argv[1])['client_cpu_ms_per_request']))" "$O")
+  cpu_peer=$(python3 -c "import json,sys; print(min($cpu_peer, json.loads(sys.argv[1])['client_cpu_ms_per_request']))" "$P")
 done
 echo "doc2ci-llm: $best_ours req/s; openai-python asyncio: $best_peer req/s (concurrency $C, max_tokens $K, $N requests)"
-python3 -c "print(f'ratio (ours / peer): {$best_ours / $best_peer:.2f}x')"
+python3 -c "print(f'ratio (ours / peer): {$best_ours / $best_peer:.2f}x (both wait on the one llama.cpp server)')"
+echo "client CPU per request: doc2ci-llm $cpu_ours ms, openai-python $cpu_peer ms"
+python3 -c "print(f'overhead ratio (peer CPU / ours): {$cpu_peer / max($cpu_ours, 1e-9):.1f}x')"

@@ -30,6 +30,7 @@ async fn main() {
     let req = Arc::new(Request { messages: vec![Message::new("user", "Hi")], temperature: 0.0, max_tokens: k, seed: None, extra: Default::default() });
     // Warm-up (connection, server prompt cache), not timed.
     b.chat(&req).await.unwrap();
+    let cpu0 = cpu_seconds();
     let t = Instant::now();
     // The backend's per-endpoint semaphore is the concurrency limit, as in the engine.
     let tasks: Vec<_> = (0..n)
@@ -43,5 +44,16 @@ async fn main() {
         tokens += t.await.unwrap().unwrap();
     }
     let s = t.elapsed().as_secs_f64();
-    println!("{{\"client\": \"doc2ci-llm\", \"requests\": {n}, \"concurrency\": {c}, \"seconds\": {s:.3}, \"requests_per_s\": {:.2}, \"completion_tokens\": {tokens}}}", n as f64 / s);
+    let cpu_ms = (cpu_seconds() - cpu0) * 1e3 / n as f64;
+    println!("{{\"client\": \"doc2ci-llm\", \"requests\": {n}, \"concurrency\": {c}, \"seconds\": {s:.3}, \"requests_per_s\": {:.2}, \"client_cpu_ms_per_request\": {cpu_ms:.4}, \"completion_tokens\": {tokens}}}", n as f64 / s);
+}
+
+/// This process's user + system CPU time: with the server as the bottleneck, requests/s of any two
+/// clients converge, and the CPU a client spends per request is its real overhead.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest.split(' ').skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    f.iter().sum::<f64>() / 100.0 // USER_HZ is 100 in /proc on Linux
 }
