@@ -534,8 +534,7 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
         }
         Task::Stats { inputs } => {
             let (units, models) = study_rows(wh, inputs)?;
-            let fine_tuned: Vec<(String, String)> = models.iter().filter_map(|m| Some((m.model.clone(), m.base_model.clone()?))).collect();
-            let rows = doc2ci_stats::study::run(&units, &models, &fine_tuned, &stats_params(cfg));
+            let rows = doc2ci_stats::study::run(&units, &models, &stats_params(cfg));
             let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
             let note = format!("{} rows over {} outputs ({})", rows.len(), units.len(), tests.into_iter().collect::<Vec<_>>().join(", "));
             finish(wh, node, key, &rows, Some(note))

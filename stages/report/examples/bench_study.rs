@@ -49,7 +49,7 @@ fn main() {
     }
     let zero_shot = units.iter().filter(|u| u.round == 0).count();
     let t = Instant::now();
-    let rows = study::run(&units, &models, &[], &study::Params::default());
+    let rows = study::run(&units, &models, &study::Params::default());
     let stats_s = t.elapsed().as_secs_f64();
     let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
     let t = Instant::now();

@@ -156,9 +156,10 @@ pub fn tier_of(m: &ModelRow) -> Option<Tier> {
     m.size_b.map(Tier::of)
 }
 
-/// All the study's tests. `fine_tuned` maps a fine-tuned model to its base model (RQ6).
-pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)], p: &Params) -> Vec<StatRow> {
+/// All the study's tests. A model with a `base_model` is compared with its base (RQ6).
+pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
     let mut out = Vec::new();
+    let fine_tuned: Vec<(&str, &str)> = models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect();
     let zs: Vec<&Unit> = units.iter().filter(|u| u.round == 0 && u.sample == 0).collect();
     let services: BTreeSet<&str> = zs.iter().map(|u| u.service.as_str()).collect();
     let model_names: BTreeSet<&str> = zs.iter().map(|u| u.model.as_str()).collect();
@@ -396,7 +397,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], fine_tuned: &[(String, String)],
             }
             push_holm(&mut out, fam);
         }
-        for (ft, base) in fine_tuned {
+        for &(ft, base) in &fine_tuned {
             for metric in sims.iter().copied().chain(["schema_ok"]) {
                 let (x, y) = paired(&cell, svc, base, ft, metric, &services);
                 if x.is_empty() {
