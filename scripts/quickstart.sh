@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine and runs the default study (pipeline.toml), then prints a summary.
+# Sets up a fresh machine and runs the default study (pipeline.toml), then prints where the report is.
+# Installs only what `doc2ci run` needs (the test peers are the test command's business) and builds
+# only the binary, in the release profile: the same binary as `cargo install --path .`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
-./scripts/deps.sh
-# The same build as the test suite's `cargo test --workspace` (same feature set: one warm cache serves both).
-cargo build --quiet --workspace --tests
-bin="$CARGO_TARGET_DIR/debug/doc2ci"
+./scripts/deps.sh runtime
+cargo build --release --quiet --bin doc2ci
+bin="$CARGO_TARGET_DIR/release/doc2ci"
 "$bin" setup
 "$bin" plan
 "$bin" run

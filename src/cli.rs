@@ -129,7 +129,8 @@ enum CodingCmd {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DOC2CI_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DOC2CI_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let ui = Ui::new(cli.quiet);
     match dispatch(cli.cmd, &ui) {
@@ -196,7 +197,10 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
         Cmd::Coding { cmd: CodingCmd::Sample { config, out, confidence, margin, seed, size } } => {
             open_warehouse(&config)?;
             let (n, pop) = crate::coding::sample(&Config::load(&config)?, &out, confidence, margin, seed, size)?;
-            println!("drew {n} of {pop} zero-shot outputs into {} (confidence {confidence}, margin ±{margin}, seed {seed})", out.display());
+            println!(
+                "drew {n} of {pop} zero-shot outputs into {} (confidence {confidence}, margin ±{margin}, seed {seed})",
+                out.display()
+            );
             Ok(())
         }
         Cmd::Coding { cmd: CodingCmd::Import { config, sheets, out } } => {

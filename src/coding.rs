@@ -17,7 +17,22 @@ use crate::config::Config;
 use crate::engine::partition_from_id;
 use crate::warehouse::{Warehouse, GENERATIONS, MODELS, PAIRS};
 
-pub const SHEET_COLUMNS: &[&str] = &["sample_id", "service", "model", "tier", "type", "pair_id", "task", "reference", "output", "verdict", "degenerate", "issue_codes", "attribution", "notes"];
+pub const SHEET_COLUMNS: &[&str] = &[
+    "sample_id",
+    "service",
+    "model",
+    "tier",
+    "type",
+    "pair_id",
+    "task",
+    "reference",
+    "output",
+    "verdict",
+    "degenerate",
+    "issue_codes",
+    "attribution",
+    "notes",
+];
 const KEY_COLUMNS: &[&str] = &["sample_id", "service", "model", "pair_id"];
 
 fn read_all<T: serde::de::DeserializeOwned>(wh: &Warehouse, t: crate::warehouse::TableDef) -> Result<Vec<T>> {
@@ -50,7 +65,14 @@ pub fn type_name(m: Option<&ModelRow>) -> String {
 }
 
 /// Draws the sample and writes the sheet; returns (sample size, population).
-pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64, size: Option<u64>) -> Result<(u64, u64)> {
+pub fn sample(
+    cfg: &Config,
+    out: &Path,
+    confidence: f64,
+    margin: f64,
+    seed: u64,
+    size: Option<u64>,
+) -> Result<(u64, u64)> {
     if !(0.5..1.0).contains(&confidence) {
         bail!("--confidence {confidence}: must be in [0.5, 1)");
     }
@@ -62,8 +84,12 @@ pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64,
     let gens: Vec<Generation> = read_all(&wh, GENERATIONS)?;
     let models: Vec<ModelRow> = read_all(&wh, MODELS)?;
     let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
-    let pair: HashMap<(&str, &str), &Pair> = pairs.iter().map(|p| ((p.service.as_str(), p.pair_id.as_str()), p)).collect();
-    let mut zs: Vec<&Generation> = gens.iter().filter(|g| g.round == 0 && g.sample == 0 && pair.contains_key(&(g.service.as_str(), g.pair_id.as_str()))).collect();
+    let pair: HashMap<(&str, &str), &Pair> =
+        pairs.iter().map(|p| ((p.service.as_str(), p.pair_id.as_str()), p)).collect();
+    let mut zs: Vec<&Generation> = gens
+        .iter()
+        .filter(|g| g.round == 0 && g.sample == 0 && pair.contains_key(&(g.service.as_str(), g.pair_id.as_str())))
+        .collect();
     zs.sort_by(|a, b| (&a.service, &a.model, &a.pair_id).cmp(&(&b.service, &b.model, &b.pair_id)));
     if zs.is_empty() {
         bail!("no zero-shot outputs in {}: run `doc2ci run` first", cfg.warehouse.display());
@@ -103,7 +129,10 @@ pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64,
         }
     }
     let quota: BTreeMap<String, u64> = services.iter().cloned().zip(alloc).collect();
-    let cands: Vec<Candidate> = zs.iter().map(|g| Candidate { service: g.service.clone(), model: g.model.clone(), pair_id: g.pair_id.clone() }).collect();
+    let cands: Vec<Candidate> = zs
+        .iter()
+        .map(|g| Candidate { service: g.service.clone(), model: g.model.clone(), pair_id: g.pair_id.clone() })
+        .collect();
     let drawn = coding::draw(&cands, &quota, seed);
     let display: HashMap<&str, &str> = cfg.services.iter().map(|s| (s.name.as_str(), s.display.as_str())).collect();
 
@@ -121,9 +150,25 @@ pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64,
         let id = format!("S{:04}", k + 1);
         let svc = display.get(g.service.as_str()).copied().unwrap_or(g.service.as_str());
         let task = format!("{svc}: {}: {}", p.title, p.description);
-        let output = g.output.clone().unwrap_or_else(|| format!("(no output: {})", g.error.as_deref().unwrap_or("none")));
+        let output =
+            g.output.clone().unwrap_or_else(|| format!("(no output: {})", g.error.as_deref().unwrap_or("none")));
         let (tier, ty) = (tier_name(m), type_name(m));
-        w.write_record([id.as_str(), g.service.as_str(), g.model.as_str(), tier.as_str(), ty.as_str(), g.pair_id.as_str(), task.as_str(), p.reference.as_str(), output.as_str(), "", "", "", "", ""])?;
+        w.write_record([
+            id.as_str(),
+            g.service.as_str(),
+            g.model.as_str(),
+            tier.as_str(),
+            ty.as_str(),
+            g.pair_id.as_str(),
+            task.as_str(),
+            p.reference.as_str(),
+            output.as_str(),
+            "",
+            "",
+            "",
+            "",
+            "",
+        ])?;
         manifest.write_record([id.as_str(), g.service.as_str(), g.model.as_str(), g.pair_id.as_str()])?;
     }
     w.flush()?;
@@ -136,10 +181,25 @@ pub fn sample(cfg: &Config, out: &Path, confidence: f64, margin: f64, seed: u64,
 /// A returned sheet's coded rows (rows without a verdict are not coded yet and left out).
 pub fn read_sheet(path: &Path, manifest: &BTreeMap<String, (String, String, String)>) -> Result<(Vec<Coded>, usize)> {
     let name = path.display().to_string();
-    let mut r = csv::ReaderBuilder::new().flexible(false).from_path(path).with_context(|| format!("cannot open {name}"))?;
+    let mut r =
+        csv::ReaderBuilder::new().flexible(false).from_path(path).with_context(|| format!("cannot open {name}"))?;
     let headers = r.headers().map_err(|e| anyhow!("{name}:1: {e}"))?.clone();
-    let col = |c: &str| headers.iter().position(|h| h.trim() == c).ok_or_else(|| anyhow!("{name}:1: missing column `{c}` (a sheet has {})", SHEET_COLUMNS.join(", ")));
-    let (id, svc, model, pid, verdict, degen, codes, attr) = (col("sample_id")?, col("service")?, col("model")?, col("pair_id")?, col("verdict")?, col("degenerate")?, col("issue_codes")?, col("attribution")?);
+    let col = |c: &str| {
+        headers
+            .iter()
+            .position(|h| h.trim() == c)
+            .ok_or_else(|| anyhow!("{name}:1: missing column `{c}` (a sheet has {})", SHEET_COLUMNS.join(", ")))
+    };
+    let (id, svc, model, pid, verdict, degen, codes, attr) = (
+        col("sample_id")?,
+        col("service")?,
+        col("model")?,
+        col("pair_id")?,
+        col("verdict")?,
+        col("degenerate")?,
+        col("issue_codes")?,
+        col("attribution")?,
+    );
     let mut out = Vec::new();
     let mut uncoded = 0;
     let mut seen = std::collections::HashSet::new();
@@ -148,7 +208,10 @@ pub fn read_sheet(path: &Path, manifest: &BTreeMap<String, (String, String, Stri
         let line = rec.position().map_or(0, |p| p.line());
         let sid = rec[id].trim().to_string();
         let Some((s, m, p)) = manifest.get(&sid) else {
-            bail!("{name}:{line}: sample_id `{sid}` is not in the drawn sample (`doc2ci coding sample` wrote {} rows)", manifest.len());
+            bail!(
+                "{name}:{line}: sample_id `{sid}` is not in the drawn sample (`doc2ci coding sample` wrote {} rows)",
+                manifest.len()
+            );
         };
         if (rec[svc].trim(), rec[model].trim(), rec[pid].trim()) != (s.as_str(), m.as_str(), p.as_str()) {
             bail!("{name}:{line}: row `{sid}` does not match the drawn sample (expected {s} / {m} / {p}, found {} / {} / {})", &rec[svc], &rec[model], &rec[pid]);
@@ -160,7 +223,13 @@ pub fn read_sheet(path: &Path, manifest: &BTreeMap<String, (String, String, Stri
         let d = coding::parse_flag(&rec[degen]).map_err(|e| anyhow!("{name}:{line}: {e}"))?;
         match v {
             None => uncoded += 1,
-            Some(v) => out.push(Coded { sample_id: sid, verdict: v, degenerate: d, issue_codes: coding::parse_codes(&rec[codes]), attribution: rec[attr].trim().to_string() }),
+            Some(v) => out.push(Coded {
+                sample_id: sid,
+                verdict: v,
+                degenerate: d,
+                issue_codes: coding::parse_codes(&rec[codes]),
+                attribution: rec[attr].trim().to_string(),
+            }),
         }
     }
     Ok((out, uncoded))
@@ -173,7 +242,8 @@ pub fn import(cfg: &Config, sheets: &[PathBuf]) -> Result<String> {
     }
     let wh = Warehouse::new(&cfg.warehouse);
     let mp = manifest_path(&wh);
-    let text = std::fs::read(&mp).with_context(|| format!("no drawn sample at {}: run `doc2ci coding sample` first", mp.display()))?;
+    let text = std::fs::read(&mp)
+        .with_context(|| format!("no drawn sample at {}: run `doc2ci coding sample` first", mp.display()))?;
     let mut manifest = BTreeMap::new();
     for rec in csv::Reader::from_reader(text.as_slice()).records() {
         let rec = rec?;
@@ -182,7 +252,12 @@ pub fn import(cfg: &Config, sheets: &[PathBuf]) -> Result<String> {
     let models: Vec<ModelRow> = read_all(&wh, MODELS)?;
     let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
     let (primary, uncoded) = read_sheet(&sheets[0], &manifest)?;
-    let mut md = format!("# Open coding: {}\n\n{} coded rows of {} drawn ({uncoded} not coded yet).\n\n", sheets[0].display(), primary.len(), manifest.len());
+    let mut md = format!(
+        "# Open coding: {}\n\n{} coded rows of {} drawn ({uncoded} not coded yet).\n\n",
+        sheets[0].display(),
+        primary.len(),
+        manifest.len()
+    );
     let n = primary.len().max(1) as f64;
     md.push_str("| Verdict | n | % |\n|---|---|---|\n");
     for v in coding::VERDICTS {
@@ -222,7 +297,12 @@ pub fn import(cfg: &Config, sheets: &[PathBuf]) -> Result<String> {
         for (g, (verdicts, issues)) in &tax {
             let total: usize = verdicts.values().sum();
             let share = |v: &str| *verdicts.get(v).unwrap_or(&0) as f64 * 100.0 / total as f64;
-            md.push_str(&format!("| {g} | {total} | {:.1} | {:.1} | {:.1} |", share("usable"), share("partial"), share("unusable")));
+            md.push_str(&format!(
+                "| {g} | {total} | {:.1} | {:.1} | {:.1} |",
+                share("usable"),
+                share("partial"),
+                share("unusable")
+            ));
             for c in &cats {
                 md.push_str(&format!(" {} |", issues.get(*c).unwrap_or(&0)));
             }

@@ -155,7 +155,12 @@ pub struct StatsParams {
 
 impl Default for StatsParams {
     fn default() -> Self {
-        Self { enabled: true, bootstrap_seed: default_seed(), bootstrap_resamples: default_resamples(), ci_metrics: default_ci_metrics() }
+        Self {
+            enabled: true,
+            bootstrap_seed: default_seed(),
+            bootstrap_resamples: default_resamples(),
+            ci_metrics: default_ci_metrics(),
+        }
     }
 }
 
@@ -463,7 +468,10 @@ pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instru
 
 /// Partition values end up in folder names (`model=…`), so they must be path-safe.
 fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
-    if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) || v.starts_with('.') {
+    if v.is_empty()
+        || !v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        || v.starts_with('.')
+    {
         return Err(format!("{what} `{v}` must be non-empty and use only letters, digits, `.`, `_`, `-`"));
     }
     Ok(())
@@ -531,24 +539,38 @@ impl Config {
             if s.kind.get_ref() == "crawl" {
                 let src = crawl_source(&cx, span.clone(), s, service, &raw.profiles, &raw.stages.crawl)?;
                 if sources.iter().any(|x| x.name == src.name) {
-                    return cx.err(span, "sources.name", format!("duplicate source name `{}`: give one a `name`", src.name));
+                    return cx.err(
+                        span,
+                        "sources.name",
+                        format!("duplicate source name `{}`: give one a `name`", src.name),
+                    );
                 }
                 sources.push(src);
                 continue;
             }
             if s.kind.get_ref() != "import" {
-                return cx.err(s.kind.span(), "sources.kind", format!("unsupported kind `{}` (supported: import, crawl)", s.kind.get_ref()));
+                return cx.err(
+                    s.kind.span(),
+                    "sources.kind",
+                    format!("unsupported kind `{}` (supported: import, crawl)", s.kind.get_ref()),
+                );
             }
             for (key, v) in [("profile", &s.profile), ("serve", &s.serve), ("url", &s.url), ("backend", &s.backend)] {
                 if let Some(v) = v {
                     return cx.err(v.span(), &format!("sources.{key}"), "only crawl sources take this key");
                 }
             }
-            let Some(path) = s.path else { return cx.err(span, "sources.path", "missing: an import source needs a file") };
+            let Some(path) = s.path else {
+                return cx.err(span, "sources.path", "missing: an import source needs a file");
+            };
             let full = cx.path(path.span(), "sources.path", path.get_ref())?;
             let format = match &s.format {
                 Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) => {
-                    return cx.err(f.span(), "sources.format", format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")))
+                    return cx.err(
+                        f.span(),
+                        "sources.format",
+                        format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")),
+                    )
                 }
                 Some(f) => f.get_ref().clone(),
                 None => "llm4ci".into(),
@@ -565,7 +587,16 @@ impl Config {
             if sources.iter().any(|x| x.name == name) {
                 return cx.err(span, "sources.name", format!("duplicate source name `{name}`: give one a `name`"));
             }
-            sources.push(Source { name, kind: "import".into(), format, path: full, service, columns: s.columns, skip_bad_rows: s.skip_bad_rows, crawl: None });
+            sources.push(Source {
+                name,
+                kind: "import".into(),
+                format,
+                path: full,
+                service,
+                columns: s.columns,
+                skip_bad_rows: s.skip_bad_rows,
+                crawl: None,
+            });
         }
 
         let mut models: Vec<Model> = Vec::new();
@@ -580,7 +611,11 @@ impl Config {
                 return cx.err(m.name.span(), "models.name", format!("duplicate model name `{}`", m.name.get_ref()));
             }
             if !BACKENDS.contains(&m.backend.get_ref().as_str()) {
-                return cx.err(m.backend.span(), "models.backend", format!("unknown backend `{}` (one of {})", m.backend.get_ref(), BACKENDS.join(", ")));
+                return cx.err(
+                    m.backend.span(),
+                    "models.backend",
+                    format!("unknown backend `{}` (one of {})", m.backend.get_ref(), BACKENDS.join(", ")),
+                );
             }
             let service = match &m.service {
                 Some(s) => Some(known_service(&cx, s, "models.service")?),
@@ -606,27 +641,72 @@ impl Config {
             if model.backend != "import" {
                 model.gen = Some(gen_settings(&cx, span.clone(), &m, &services)?);
             } else if let Some((k, sp)) = generative_key(&m) {
-                return cx.err(sp, &format!("models.{k}"), format!("model `{}`: `{k}` applies to generative backends (openai, ollama, embedded), not import", model.name));
+                return cx.err(
+                    sp,
+                    &format!("models.{k}"),
+                    format!(
+                        "model `{}`: `{k}` applies to generative backends (openai, ollama, embedded), not import",
+                        model.name
+                    ),
+                );
             }
             if model.backend == "import" {
-                let Some(path) = &m.path else { return cx.err(span, "models.path", format!("model `{}`: the import backend needs `path`", model.name)) };
+                let Some(path) = &m.path else {
+                    return cx.err(
+                        span,
+                        "models.path",
+                        format!("model `{}`: the import backend needs `path`", model.name),
+                    );
+                };
                 model.path = Some(cx.path(path.span(), "models.path", path.get_ref())?);
                 if let Some(f) = &m.format {
                     if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) {
-                        return cx.err(f.span(), "models.format", format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")));
+                        return cx.err(
+                            f.span(),
+                            "models.format",
+                            format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")),
+                        );
                     }
                     model.format = f.get_ref().clone();
                 }
                 let Some(service) = model.service.clone() else {
-                    return cx.err(span, "models.service", format!("model `{}`: several services are declared, say which one its outputs answer", model.name));
+                    return cx.err(
+                        span,
+                        "models.service",
+                        format!(
+                            "model `{}`: several services are declared, say which one its outputs answer",
+                            model.name
+                        ),
+                    );
                 };
                 let candidates: Vec<&Source> = sources.iter().filter(|s| s.service == service).collect();
                 model.source = Some(match &m.source {
                     Some(s) if candidates.iter().any(|c| c.name == *s.get_ref()) => s.get_ref().clone(),
-                    Some(s) => return cx.err(s.span(), "models.source", format!("no source `{}` for service `{service}`", s.get_ref())),
+                    Some(s) => {
+                        return cx.err(
+                            s.span(),
+                            "models.source",
+                            format!("no source `{}` for service `{service}`", s.get_ref()),
+                        )
+                    }
                     None if candidates.len() == 1 => candidates[0].name.clone(),
-                    None if candidates.is_empty() => return cx.err(span, "models.source", format!("model `{}`: no source of pairs for service `{service}`", model.name)),
-                    None => return cx.err(span, "models.source", format!("model `{}`: several sources serve `{service}`, say which one its IDs refer to", model.name)),
+                    None if candidates.is_empty() => {
+                        return cx.err(
+                            span,
+                            "models.source",
+                            format!("model `{}`: no source of pairs for service `{service}`", model.name),
+                        )
+                    }
+                    None => {
+                        return cx.err(
+                            span,
+                            "models.source",
+                            format!(
+                                "model `{}`: several sources serve `{service}`, say which one its IDs refer to",
+                                model.name
+                            ),
+                        )
+                    }
                 });
             }
             if let Some(b) = &m.base_model {
@@ -640,16 +720,31 @@ impl Config {
                 return cx.err(span, "models.base_model", format!("model `{name}` names itself as its base model"));
             }
             if !models.iter().any(|x| x.name == base) {
-                return cx.err(span, "models.base_model", format!("model `{name}`: base model `{base}` is not declared in [[models]]"));
+                return cx.err(
+                    span,
+                    "models.base_model",
+                    format!("model `{name}`: base model `{base}` is not declared in [[models]]"),
+                );
             }
         }
 
-        let threads = raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
+        let threads =
+            raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
         let c = &raw.stages.crawl;
         if !CRAWL_BACKENDS.contains(&c.backend.as_str()) {
-            bail!("{}: `stages.crawl.backend`: unknown backend `{}` (one of {})", file.display(), c.backend, CRAWL_BACKENDS.join(", "));
+            bail!(
+                "{}: `stages.crawl.backend`: unknown backend `{}` (one of {})",
+                file.display(),
+                c.backend,
+                CRAWL_BACKENDS.join(", ")
+            );
         }
-        if c.max_pages == 0 || c.concurrency == 0 || c.timeout_secs <= 0.0 || c.max_page_bytes == 0 || c.rate_limit < 0.0 {
+        if c.max_pages == 0
+            || c.concurrency == 0
+            || c.timeout_secs <= 0.0
+            || c.max_page_bytes == 0
+            || c.rate_limit < 0.0
+        {
             bail!("{}: `stages.crawl`: max_pages, concurrency, timeout_secs and max_page_bytes must be positive, rate_limit not negative", file.display());
         }
         if raw.stages.import.batch_size == 0 {
@@ -684,9 +779,14 @@ impl Config {
         if raw.stages.stats.bootstrap_resamples == 0 {
             bail!("{}: `stages.stats.bootstrap_resamples` must be at least 1", file.display());
         }
-        let known: Vec<&str> = doc2ci_stats::study::SIMILARITY.iter().chain(doc2ci_stats::study::VALIDITY).copied().collect();
+        let known: Vec<&str> =
+            doc2ci_stats::study::SIMILARITY.iter().chain(doc2ci_stats::study::VALIDITY).copied().collect();
         if let Some(bad) = raw.stages.stats.ci_metrics.iter().find(|m| !known.contains(&m.as_str())) {
-            bail!("{}: `stages.stats.ci_metrics`: unknown metric `{bad}` (known: {})", file.display(), known.join(", "));
+            bail!(
+                "{}: `stages.stats.ci_metrics`: unknown metric `{bad}` (known: {})",
+                file.display(),
+                known.join(", ")
+            );
         }
         Ok(Config {
             file: file.to_path_buf(),
@@ -705,7 +805,14 @@ impl Config {
 }
 
 /// A `kind = "crawl"` source checked against its profile and the crawl parameters.
-fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: String, profiles: &BTreeMap<String, Spanned<doc2ci_crawl::Profile>>, params: &CrawlParams) -> Result<Source> {
+fn crawl_source(
+    cx: &Ctx,
+    span: std::ops::Range<usize>,
+    s: RawSource,
+    service: String,
+    profiles: &BTreeMap<String, Spanned<doc2ci_crawl::Profile>>,
+    params: &CrawlParams,
+) -> Result<Source> {
     for (key, v) in [("path", &s.path), ("format", &s.format)] {
         if let Some(v) = v {
             return cx.err(v.span(), &format!("sources.{key}"), "a crawl source takes `serve` or `url`, not this key");
@@ -714,10 +821,20 @@ fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: S
     if !s.columns.is_empty() {
         return cx.err(span, "sources.columns", "a crawl source has no columns");
     }
-    let Some(pname) = s.profile else { return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)") };
+    let Some(pname) = s.profile else {
+        return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)");
+    };
     let Some(profile) = profiles.get(pname.get_ref()) else {
         let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
-        return cx.err(pname.span(), "sources.profile", format!("no profile `{}` (declared: {})", pname.get_ref(), if names.is_empty() { "none".into() } else { names.join(", ") }));
+        return cx.err(
+            pname.span(),
+            "sources.profile",
+            format!(
+                "no profile `{}` (declared: {})",
+                pname.get_ref(),
+                if names.is_empty() { "none".into() } else { names.join(", ") }
+            ),
+        );
     };
     if let Err(m) = profile.get_ref().compile() {
         return cx.err(profile.span(), &format!("profiles.{}", pname.get_ref()), m);
@@ -735,10 +852,22 @@ fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: S
             _ => return cx.err(u.span(), "sources.url", format!("`{}` is not an http(s) URL", u.get_ref())),
         },
         (Some(_), Some(u)) => return cx.err(u.span(), "sources.url", "give `serve` or `url`, not both"),
-        (None, None) => return cx.err(span, "sources.url", "missing: a crawl source needs `url` (a site) or `serve` (a folder doc2ci serves)"),
+        (None, None) => {
+            return cx.err(
+                span,
+                "sources.url",
+                "missing: a crawl source needs `url` (a site) or `serve` (a folder doc2ci serves)",
+            )
+        }
     };
     let backend = match &s.backend {
-        Some(b) if !CRAWL_BACKENDS.contains(&b.get_ref().as_str()) => return cx.err(b.span(), "sources.backend", format!("unknown backend `{}` (one of {})", b.get_ref(), CRAWL_BACKENDS.join(", "))),
+        Some(b) if !CRAWL_BACKENDS.contains(&b.get_ref().as_str()) => {
+            return cx.err(
+                b.span(),
+                "sources.backend",
+                format!("unknown backend `{}` (one of {})", b.get_ref(), CRAWL_BACKENDS.join(", ")),
+            )
+        }
         Some(b) => b.get_ref().clone(),
         None => params.backend.clone(),
     };
@@ -762,7 +891,13 @@ fn crawl_source(cx: &Ctx, span: std::ops::Range<usize>, s: RawSource, service: S
         service,
         columns: BTreeMap::new(),
         skip_bad_rows: false,
-        crawl: Some(CrawlSource { profile_name: pname.get_ref().clone(), profile: profile.get_ref().clone(), serve, url, backend }),
+        crawl: Some(CrawlSource {
+            profile_name: pname.get_ref().clone(),
+            profile: profile.get_ref().clone(),
+            serve,
+            url,
+            backend,
+        }),
     })
 }
 
@@ -788,31 +923,52 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
     }
     if let Some(us) = &m.base_urls {
         if m.base_url.is_some() {
-            return cx.err(us.span(), "models.base_urls", format!("model `{name}`: give `base_url` or `base_urls`, not both"));
+            return cx.err(
+                us.span(),
+                "models.base_urls",
+                format!("model `{name}`: give `base_url` or `base_urls`, not both"),
+            );
         }
         if us.get_ref().is_empty() {
             return cx.err(us.span(), "models.base_urls", format!("model `{name}`: the list is empty"));
         }
         base_urls.extend(us.get_ref().iter().cloned());
     }
-    let url_span = m.base_url.as_ref().map(|s| s.span()).or(m.base_urls.as_ref().map(|s| s.span())).unwrap_or(span.clone());
+    let url_span =
+        m.base_url.as_ref().map(|s| s.span()).or(m.base_urls.as_ref().map(|s| s.span())).unwrap_or(span.clone());
     for u in &base_urls {
         if !(u.starts_with("http://") || u.starts_with("https://")) {
-            return cx.err(url_span.clone(), "models.base_url", format!("model `{name}`: `{u}` is not an http:// or https:// URL"));
+            return cx.err(
+                url_span.clone(),
+                "models.base_url",
+                format!("model `{name}`: `{u}` is not an http:// or https:// URL"),
+            );
         }
     }
     match backend {
         "openai" | "ollama" if base_urls.is_empty() => {
-            return cx.err(span, "models.base_url", format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"));
+            return cx.err(
+                span,
+                "models.base_url",
+                format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"),
+            );
         }
         "embedded" if !base_urls.is_empty() => {
-            return cx.err(url_span, "models.base_url", format!("model `{name}`: the embedded model runs in-process; it has no `base_url`"));
+            return cx.err(
+                url_span,
+                "models.base_url",
+                format!("model `{name}`: the embedded model runs in-process; it has no `base_url`"),
+            );
         }
         _ => {}
     }
     if backend != "openai" {
         if let Some(k) = &m.api_key_env {
-            return cx.err(k.span(), "models.api_key_env", format!("model `{name}`: only the openai backend sends an API key"));
+            return cx.err(
+                k.span(),
+                "models.api_key_env",
+                format!("model `{name}`: only the openai backend sends an API key"),
+            );
         }
     }
     if let Some(k) = &m.api_key_env {
@@ -822,7 +978,13 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         }
     }
     let model_id = match (backend, &m.model) {
-        ("embedded", Some(s)) => return cx.err(s.span(), "models.model", format!("model `{name}`: the embedded backend always runs SmolLM2-135M-Instruct")),
+        ("embedded", Some(s)) => {
+            return cx.err(
+                s.span(),
+                "models.model",
+                format!("model `{name}`: the embedded backend always runs SmolLM2-135M-Instruct"),
+            )
+        }
         ("embedded", None) => SMOLLM2_GGUF.to_string(),
         (_, Some(s)) => s.get_ref().clone(),
         (_, None) => name.clone(),
@@ -866,7 +1028,13 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             toml::Value::Boolean(true) => 3,
             toml::Value::Boolean(false) => 0,
             toml::Value::Integer(n) if *n >= 0 => *n as usize,
-            _ => return cx.err(v.span(), "models.retrieval", format!("model `{name}`: true, false, or how many sections to quote")),
+            _ => {
+                return cx.err(
+                    v.span(),
+                    "models.retrieval",
+                    format!("model `{name}`: true, false, or how many sections to quote"),
+                )
+            }
         },
     };
     if backend != "ollama" && m.num_ctx.is_some() {
@@ -880,7 +1048,11 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         None => serde_json::Map::new(),
     };
     if backend == "embedded" && !params.is_empty() {
-        return cx.err(span, "models.params", format!("model `{name}`: the embedded backend takes no extra request parameters"));
+        return cx.err(
+            span,
+            "models.params",
+            format!("model `{name}`: the embedded backend takes no extra request parameters"),
+        );
     }
     let svcs = match &m.services {
         Some(list) => {

@@ -95,7 +95,12 @@ impl Pipeline {
     }
 
     /// Input name → content hash for one node, given the output hashes known so far.
-    fn inputs(&self, n: &Node, files: &mut FileHashes, outputs: &HashMap<String, String>) -> Result<BTreeMap<String, String>> {
+    fn inputs(
+        &self,
+        n: &Node,
+        files: &mut FileHashes,
+        outputs: &HashMap<String, String>,
+    ) -> Result<BTreeMap<String, String>> {
         let mut m = BTreeMap::new();
         for f in &n.files {
             m.insert(f.display().to_string(), files.get(f)?);
@@ -105,7 +110,10 @@ impl Pipeline {
         }
         for &d in &n.deps {
             let id = self.nodes[d].part.id();
-            let h = outputs.get(&id).cloned().ok_or_else(|| anyhow!("internal: {} ran before its input {id}", n.label()))?;
+            let h = outputs
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| anyhow!("internal: {} ran before its input {id}", n.label()))?;
             m.insert(id, h);
         }
         Ok(m)
@@ -117,7 +125,13 @@ impl Pipeline {
     }
 
     /// Why a node whose inputs are all known must run, or None when its result is current.
-    fn why(&self, n: &Node, st: Option<&PartState>, inputs: &BTreeMap<String, String>, wh: &Warehouse) -> Option<String> {
+    fn why(
+        &self,
+        n: &Node,
+        st: Option<&PartState>,
+        inputs: &BTreeMap<String, String>,
+        wh: &Warehouse,
+    ) -> Option<String> {
         let Some(st) = st else {
             return Some(match &n.model {
                 Some(m) => format!("new model `{m}`"),
@@ -130,7 +144,8 @@ impl Pipeline {
         if st.params_hash != Self::params_hash(n) {
             return Some("changed parameter".into());
         }
-        let changed: Vec<&String> = inputs.iter().filter(|(k, v)| st.inputs.get(*k) != Some(v)).map(|(k, _)| k).collect();
+        let changed: Vec<&String> =
+            inputs.iter().filter(|(k, v)| st.inputs.get(*k) != Some(v)).map(|(k, _)| k).collect();
         if !changed.is_empty() {
             let names: Vec<String> = changed.iter().map(|s| s.to_string()).collect();
             return Some(format!("changed input: {}", names.join(", ")));
@@ -154,7 +169,8 @@ impl Pipeline {
         for &i in &self.order {
             let n = &self.nodes[i];
             let prev = st.partitions.get(&n.part.id());
-            let running: Vec<&Node> = n.deps.iter().filter(|d| actions[d] != Action::Reuse).map(|&d| &self.nodes[d]).collect();
+            let running: Vec<&Node> =
+                n.deps.iter().filter(|d| actions[d] != Action::Reuse).map(|&d| &self.nodes[d]).collect();
             let (action, reason) = if running.is_empty() {
                 let inputs = self.inputs(n, &mut files, &outputs)?;
                 match self.why(n, prev, &inputs, &wh) {
@@ -163,12 +179,17 @@ impl Pipeline {
                 }
             } else {
                 match prev {
-                    None => (Action::Run, n.model.as_ref().map_or("new partition".into(), |m| format!("new model `{m}`"))),
+                    None => {
+                        (Action::Run, n.model.as_ref().map_or("new partition".into(), |m| format!("new model `{m}`")))
+                    }
                     Some(p) if p.params_hash != Self::params_hash(n) => (Action::Run, "changed parameter".into()),
                     Some(p) if p.version != n.version => (Action::Run, "stage implementation changed".into()),
                     Some(_) => {
                         let names: Vec<String> = running.iter().map(|d| d.part.id()).collect();
-                        (Action::MaybeRun, format!("upstream will re-run: {} (skipped if its output is unchanged)", names.join(", ")))
+                        (
+                            Action::MaybeRun,
+                            format!("upstream will re-run: {} (skipped if its output is unchanged)", names.join(", ")),
+                        )
                     }
                 }
             };
@@ -213,7 +234,8 @@ impl Pipeline {
         }
         let selected = |n: &Node| only.is_empty() || only.iter().any(|s| s == n.stage);
 
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(self.cfg.threads.max(1)).enable_all().build()?;
+        let rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(self.cfg.threads.max(1)).enable_all().build()?;
         let mut files = FileHashes::default();
         let mut outputs: HashMap<String, String> = HashMap::new();
         let mut done: HashSet<usize> = HashSet::new();
@@ -325,7 +347,13 @@ impl Pipeline {
                     let mut st = state.lock().unwrap();
                     st.partitions.insert(n.part.id(), ps);
                     wh.save_state(&st)?;
-                    ui.info(&format!("done {}: {} rows in {:.2}s{}", n.label(), out.rows, secs, out.note.map(|s| format!(" ({s})")).unwrap_or_default()));
+                    ui.info(&format!(
+                        "done {}: {} rows in {:.2}s{}",
+                        n.label(),
+                        out.rows,
+                        secs,
+                        out.note.map(|s| format!(" ({s})")).unwrap_or_default()
+                    ));
                 }
                 Err(e) => {
                     ui.error(&format!("{} failed: {e:#}", n.label()));
@@ -357,9 +385,14 @@ impl Pipeline {
         st.last_run = Some(info.clone());
         wh.save_state(&st)?;
         if !failed.is_empty() {
-            let mut msgs: Vec<String> = failed.iter().map(|(i, m)| format!("  {}: {m}", self.nodes[*i].label())).collect();
+            let mut msgs: Vec<String> =
+                failed.iter().map(|(i, m)| format!("  {}: {m}", self.nodes[*i].label())).collect();
             msgs.sort();
-            bail!("{} partition(s) did not finish (finished work is kept; fix and re-run):\n{}", failed.len(), msgs.join("\n"));
+            bail!(
+                "{} partition(s) did not finish (finished work is kept; fix and re-run):\n{}",
+                failed.len(),
+                msgs.join("\n")
+            );
         }
         Ok(info)
     }
@@ -373,7 +406,8 @@ pub fn partition_from_id(id: &str) -> Option<Partition> {
     };
     let mut it = id.split('/');
     let t = warehouse::table(it.next()?)?;
-    let values: Vec<(String, String)> = it.map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect::<Option<_>>()?;
+    let values: Vec<(String, String)> =
+        it.map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect::<Option<_>>()?;
     (values.len() == t.partition_cols.len()).then_some(Partition { table: t.name, values, file })
 }
 

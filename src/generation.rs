@@ -21,7 +21,11 @@ pub const PROMPT_VERSION: u32 = 1;
 
 pub fn prompt_options(g: Option<&GenSettings>) -> PromptOptions {
     match g {
-        Some(g) => PromptOptions { few_shot: g.key.few_shot, retrieval: g.key.retrieval, retrieval_chars: g.key.retrieval_chars },
+        Some(g) => PromptOptions {
+            few_shot: g.key.few_shot,
+            retrieval: g.key.retrieval,
+            retrieval_chars: g.key.retrieval_chars,
+        },
         None => PromptOptions::default(),
     }
 }
@@ -74,7 +78,9 @@ fn embedded() -> Result<Arc<doc2ci_smollm::Embedded>> {
     static E: OnceLock<std::result::Result<Arc<doc2ci_smollm::Embedded>, String>> = OnceLock::new();
     E.get_or_init(|| {
         let path = assets::require(SMOLLM2_GGUF).map_err(|e| format!("{e:#}"))?;
-        doc2ci_smollm::Embedded::load(&path).map(Arc::new).map_err(|e| format!("loading the embedded model {}: {e:#}", path.display()))
+        doc2ci_smollm::Embedded::load(&path)
+            .map(Arc::new)
+            .map_err(|e| format!("loading the embedded model {}: {e:#}", path.display()))
     })
     .clone()
     .map_err(|e| anyhow!("{e}"))
@@ -99,7 +105,15 @@ fn sample_seed(base: u64, pair_id: &str, sample: u32) -> u64 {
 }
 
 /// What the model said (or why it said nothing), as a `generations` row.
-fn to_row(item: &Item, service: &str, model: &str, round: u32, r: std::result::Result<Reply, LlmError>, who: &str, g: &GenSettings) -> Generation {
+fn to_row(
+    item: &Item,
+    service: &str,
+    model: &str,
+    round: u32,
+    r: std::result::Result<Reply, LlmError>,
+    who: &str,
+    g: &GenSettings,
+) -> Generation {
     let mut row = Generation {
         pair_id: item.pair_id.clone(),
         service: service.into(),
@@ -125,7 +139,10 @@ fn to_row(item: &Item, service: &str, model: &str, round: u32, r: std::result::R
             let kind = doc2ci_generate::degenerate(&output, hit_cap);
             row.cost = match (g.price_per_1k_input, g.price_per_1k_output) {
                 (None, None) => None,
-                (pi, po) => Some(pi.unwrap_or(0.0) * reply.prompt_tokens.unwrap_or(0) as f64 / 1000.0 + po.unwrap_or(0.0) * reply.completion_tokens.unwrap_or(0) as f64 / 1000.0),
+                (pi, po) => Some(
+                    pi.unwrap_or(0.0) * reply.prompt_tokens.unwrap_or(0) as f64 / 1000.0
+                        + po.unwrap_or(0.0) * reply.completion_tokens.unwrap_or(0) as f64 / 1000.0,
+                ),
             };
             row.output = Some(output);
             row.raw_output = Some(reply.text);
@@ -152,7 +169,18 @@ fn to_row(item: &Item, service: &str, model: &str, round: u32, r: std::result::R
 
 /// Sends `items` in checkpointed batches; resumes after the last committed batch.
 #[allow(clippy::too_many_arguments)]
-fn run_items(wh: &Warehouse, node: &Node, key: &str, cfg: &Config, ui: &Ui, m: &Model, service: &str, model_name: &str, round: u32, items: Vec<Item>) -> Result<Vec<Generation>> {
+fn run_items(
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    cfg: &Config,
+    ui: &Ui,
+    m: &Model,
+    service: &str,
+    model_name: &str,
+    round: u32,
+    items: Vec<Item>,
+) -> Result<Vec<Generation>> {
     let g = m.gen.as_ref().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
     let ckpt = wh.checkpoint(&node.part, key);
     let (mut rows, done, mut seq, _) = ckpt.resume::<Generation>()?;
@@ -205,7 +233,17 @@ fn run_items(wh: &Warehouse, node: &Node, key: &str, cfg: &Config, ui: &Ui, m: &
         let batch_rows: Vec<Generation> = chunk
             .iter()
             .zip(answers)
-            .map(|(it, a)| to_row(it, service, model_name, round, a.unwrap_or_else(|| Err(LlmError::Other("no answer".into()))), &who, g))
+            .map(|(it, a)| {
+                to_row(
+                    it,
+                    service,
+                    model_name,
+                    round,
+                    a.unwrap_or_else(|| Err(LlmError::Other("no answer".into()))),
+                    &who,
+                    g,
+                )
+            })
             .collect();
         position += chunk.len();
         seq += 1;
@@ -233,7 +271,16 @@ fn summary(rows: &[Generation]) -> String {
 }
 
 /// The generate stage for one (service, model).
-pub fn generate(wh: &Warehouse, node: &Node, key: &str, cfg: &Config, ui: &Ui, model: usize, service: &str, pairs: &Partition) -> Result<(Vec<Generation>, String)> {
+pub fn generate(
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    cfg: &Config,
+    ui: &Ui,
+    model: usize,
+    service: &str,
+    pairs: &Partition,
+) -> Result<(Vec<Generation>, String)> {
     let m = &cfg.models[model];
     let g = m.gen.as_ref().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
     let display = cfg.service(service).map_or(service.to_string(), |s| s.display.clone());
@@ -316,7 +363,10 @@ pub fn repair(
 
 /// (pair, sample) → its newest output with that output's validation, and whether any round
 /// made it schema-valid.
-fn latest_state<'a>(g_rows: &'a [Vec<Generation>], v_rows: &'a [Vec<Validation>]) -> HashMap<(String, u32), Latest<'a>> {
+fn latest_state<'a>(
+    g_rows: &'a [Vec<Generation>],
+    v_rows: &'a [Vec<Validation>],
+) -> HashMap<(String, u32), Latest<'a>> {
     let mut out: HashMap<(String, u32), Latest<'a>> = HashMap::new();
     for (gs, vs) in g_rows.iter().zip(v_rows) {
         let vmap: HashMap<(&str, u32), &Validation> = vs.iter().map(|v| ((v.pair_id.as_str(), v.sample), v)).collect();
@@ -339,7 +389,14 @@ fn latest_state<'a>(g_rows: &'a [Vec<Generation>], v_rows: &'a [Vec<Validation>]
 }
 
 /// The `repairs` table of one (service, model): per round, what was revisited and fixed.
-pub fn repair_summary(wh: &Warehouse, service: &str, model: &str, repair_model: &str, gens: &[Partition], vals: &[Partition]) -> Result<Vec<RepairRow>> {
+pub fn repair_summary(
+    wh: &Warehouse,
+    service: &str,
+    model: &str,
+    repair_model: &str,
+    gens: &[Partition],
+    vals: &[Partition],
+) -> Result<Vec<RepairRow>> {
     let mut g_rows: Vec<Vec<Generation>> = Vec::new();
     let mut v_rows: Vec<Vec<Validation>> = Vec::new();
     for (gp, vp) in gens.iter().zip(vals) {
@@ -347,7 +404,10 @@ pub fn repair_summary(wh: &Warehouse, service: &str, model: &str, repair_model: 
         v_rows.push(wh.read(vp)?);
     }
     let total = g_rows.first().map_or(0, |g| g.len()) as u64;
-    let mut valid: HashSet<(String, u32)> = v_rows.first().map(|vs| vs.iter().filter(|v| v.schema_ok).map(|v| (v.pair_id.clone(), v.sample)).collect()).unwrap_or_default();
+    let mut valid: HashSet<(String, u32)> = v_rows
+        .first()
+        .map(|vs| vs.iter().filter(|v| v.schema_ok).map(|v| (v.pair_id.clone(), v.sample)).collect())
+        .unwrap_or_default();
     let mut out = Vec::new();
     for k in 1..g_rows.len() {
         let valid_before = valid.len() as u64;
@@ -416,5 +476,11 @@ pub fn export_finetune(cfg: &Config, wh: &Warehouse, folds: usize, out: &std::pa
         test.flush()?;
         summary.push(format!("fold-{f}: {ntrain} train, {ntest} test"));
     }
-    Ok(format!("{} pairs, {} distinct descriptions, {folds} folds in {}: {}", pairs.len(), groups.len(), out.display(), summary.join("; ")))
+    Ok(format!(
+        "{} pairs, {} distinct descriptions, {folds} folds in {}: {}",
+        pairs.len(),
+        groups.len(),
+        out.display(),
+        summary.join("; ")
+    ))
 }

@@ -81,7 +81,8 @@ pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usiz
     }
     if !missing.is_empty() {
         let vecs = embedder()?.embed(&missing.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
-        let rows: Vec<Embedding> = missing.iter().zip(vecs).map(|((h, _), v)| Embedding { text_hash: h.clone(), vector: v }).collect();
+        let rows: Vec<Embedding> =
+            missing.iter().zip(vecs).map(|((h, _), v)| Embedding { text_hash: h.clone(), vector: v }).collect();
         std::fs::create_dir_all(&dir)?;
         warehouse::write_rows_file(&dir.join(format!("emb-{}.parquet", warehouse::unique())), &rows)?;
         for r in rows {

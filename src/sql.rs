@@ -56,14 +56,28 @@ fn explain(e: datafusion::error::DataFusionError, wh: &Warehouse) -> anyhow::Err
     let msg = e.to_string();
     if msg.contains("not found") {
         let have: Vec<&str> = TABLES.iter().filter(|t| has_data(wh, t.name)).map(|t| t.name).collect();
-        return anyhow::anyhow!("{msg}\ntables in {}: {} (run `doc2ci run` to build the others)", wh.root.display(), have.join(", "));
+        return anyhow::anyhow!(
+            "{msg}\ntables in {}: {} (run `doc2ci run` to build the others)",
+            wh.root.display(),
+            have.join(", ")
+        );
     }
     anyhow::anyhow!(msg)
 }
 
 fn has_data(wh: &Warehouse, table: &str) -> bool {
     fn any_parquet(d: &std::path::Path) -> bool {
-        std::fs::read_dir(d).map(|rd| rd.flatten().any(|e| if e.path().is_dir() { any_parquet(&e.path()) } else { e.path().extension().is_some_and(|x| x == "parquet") })).unwrap_or(false)
+        std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten().any(|e| {
+                    if e.path().is_dir() {
+                        any_parquet(&e.path())
+                    } else {
+                        e.path().extension().is_some_and(|x| x == "parquet")
+                    }
+                })
+            })
+            .unwrap_or(false)
     }
     any_parquet(&wh.root.join(table))
 }
@@ -78,7 +92,9 @@ pub async fn context(wh: &Warehouse) -> Result<SessionContext> {
             .with_file_extension(".parquet")
             .with_table_partition_cols(t.partition_cols.iter().map(|c| (c.to_string(), DataType::Utf8)).collect());
         let path = format!("{}/", wh.root.join(t.name).canonicalize()?.display());
-        ctx.register_listing_table(t.name, &path, opts, None, None).await.with_context(|| format!("cannot open table {}", t.name))?;
+        ctx.register_listing_table(t.name, &path, opts, None, None)
+            .await
+            .with_context(|| format!("cannot open table {}", t.name))?;
     }
     for (name, body) in VIEWS {
         // A view over a table not built yet is simply absent.
@@ -122,7 +138,11 @@ pub fn write(batches: &[RecordBatch], format: Format, out: &mut dyn Write) -> Re
             for b in batches {
                 let names: Vec<String> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
                 for r in 0..b.num_rows() {
-                    let obj: serde_json::Map<String, Value> = names.iter().zip(b.columns()).map(|(n, c)| Ok((n.clone(), json_value(c, r)?))).collect::<Result<_>>()?;
+                    let obj: serde_json::Map<String, Value> = names
+                        .iter()
+                        .zip(b.columns())
+                        .map(|(n, c)| Ok((n.clone(), json_value(c, r)?)))
+                        .collect::<Result<_>>()?;
                     let line = serde_json::to_string(&obj)?;
                     match format {
                         Format::Json => write!(out, "{}{line}", if first { "\n" } else { ",\n" })?,
@@ -169,7 +189,9 @@ fn json_value(col: &ArrayRef, row: usize) -> Result<Value> {
             let v = cast(&one, &DataType::Float64)?.as_any().downcast_ref::<Float64Array>().unwrap().value(0);
             serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
         }
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Value::String(cast(&one, &DataType::Utf8)?.as_string::<i32>().value(0).to_string()),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            Value::String(cast(&one, &DataType::Utf8)?.as_string::<i32>().value(0).to_string())
+        }
         DataType::List(_) | DataType::LargeList(_) => {
             let inner = match col.data_type() {
                 DataType::List(_) => col.as_list::<i32>().value(row),
@@ -197,14 +219,21 @@ fn write_table(batches: &[RecordBatch], out: &mut dyn Write) -> Result<()> {
                 cols.iter()
                     .map(|c| {
                         let s = c[r].clone().unwrap_or_else(|| "NULL".into()).replace('\n', "⏎");
-                        if s.chars().count() > MAX { format!("{}…", s.chars().take(MAX - 1).collect::<String>()) } else { s }
+                        if s.chars().count() > MAX {
+                            format!("{}…", s.chars().take(MAX - 1).collect::<String>())
+                        } else {
+                            s
+                        }
                     })
                     .collect(),
             );
         }
     }
-    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(0)).collect();
-    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join(" │ ");
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(0))
+        .collect();
+    let line =
+        |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join(" │ ");
     writeln!(out, "{}", line(&header))?;
     writeln!(out, "{}", widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>().join("─┼─"))?;
     for r in &rows {

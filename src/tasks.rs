@@ -21,29 +21,76 @@ use rayon::prelude::*;
 
 use crate::assets;
 use crate::config::Config;
-use crate::resources;
 use crate::engine::Node;
-use crate::ui::Ui;
 use crate::generation;
-use crate::warehouse::{self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT, SCORES, STATS, VALIDATIONS};
+use crate::resources;
+use crate::ui::Ui;
+use crate::warehouse::{
+    self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT,
+    SCORES, STATS, VALIDATIONS,
+};
 
 #[derive(Debug, Clone)]
 pub enum Task {
-    ImportPairs { source: usize },
-    Crawl { source: usize },
-    Extract { source: usize, pages: Partition },
-    Dedupe { service: String, inputs: Vec<Partition> },
+    ImportPairs {
+        source: usize,
+    },
+    Crawl {
+        source: usize,
+    },
+    Extract {
+        source: usize,
+        pages: Partition,
+    },
+    Dedupe {
+        service: String,
+        inputs: Vec<Partition>,
+    },
     Models,
-    ImportOutputs { model: usize },
-    ValidateRefs { service: Service, pairs: Partition },
-    Validate { service: Service, generations: Partition },
-    Score { service: Service, pairs: Partition, generations: Partition },
-    Generate { model: usize, service: String, pairs: Partition },
+    ImportOutputs {
+        model: usize,
+    },
+    ValidateRefs {
+        service: Service,
+        pairs: Partition,
+    },
+    Validate {
+        service: Service,
+        generations: Partition,
+    },
+    Score {
+        service: Service,
+        pairs: Partition,
+        generations: Partition,
+    },
+    Generate {
+        model: usize,
+        service: String,
+        pairs: Partition,
+    },
     /// Repair round `round` of `model`'s outputs, written by `repairer`; reads every earlier round.
-    Repair { model: usize, repairer: usize, service: String, round: u32, pairs: Partition, gens: Vec<Partition>, vals: Vec<Partition> },
-    RepairSummary { model: usize, repairer: usize, service: String, gens: Vec<Partition>, vals: Vec<Partition> },
-    Stats { inputs: Vec<Partition> },
-    Report { inputs: Vec<Partition> },
+    Repair {
+        model: usize,
+        repairer: usize,
+        service: String,
+        round: u32,
+        pairs: Partition,
+        gens: Vec<Partition>,
+        vals: Vec<Partition>,
+    },
+    RepairSummary {
+        model: usize,
+        repairer: usize,
+        service: String,
+        gens: Vec<Partition>,
+        vals: Vec<Partition>,
+    },
+    Stats {
+        inputs: Vec<Partition>,
+    },
+    Report {
+        inputs: Vec<Partition>,
+    },
 }
 
 pub struct TaskOutput {
@@ -60,7 +107,9 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             let pr = &spec.profile;
             // Remote sites are re-crawled once their pages are older than max_age.
             let epoch = match &spec.url {
-                Some(_) if cfg.stages.crawl.max_age_hours > 0.0 => (chrono::Utc::now().timestamp() as f64 / 3600.0 / cfg.stages.crawl.max_age_hours).floor() as i64,
+                Some(_) if cfg.stages.crawl.max_age_hours > 0.0 => {
+                    (chrono::Utc::now().timestamp() as f64 / 3600.0 / cfg.stages.crawl.max_age_hours).floor() as i64
+                }
                 _ => 0,
             };
             nodes.push(Node {
@@ -102,7 +151,12 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
         });
     }
     for svc in &cfg.services {
-        let deps: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == PAIRS_RAW.name && n.part.get("service") == Some(&svc.name)).map(|(i, _)| i).collect();
+        let deps: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.part.table == PAIRS_RAW.name && n.part.get("service") == Some(&svc.name))
+            .map(|(i, _)| i)
+            .collect();
         if deps.is_empty() {
             continue;
         }
@@ -135,7 +189,9 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             continue;
         }
         let service = m.service.clone().expect("config checked: import models name their service");
-        let Some(dedupe) = nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str())) else {
+        let Some(dedupe) =
+            nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str()))
+        else {
             bail!("model `{}`: service `{service}` has no source of pairs", m.name);
         };
         nodes.push(Node {
@@ -154,7 +210,11 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
         let Some(g) = &m.gen else { continue };
         for service in &g.services {
             // A service without pairs has nothing to ask.
-            let Some(dedupe) = nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str())) else { continue };
+            let Some(dedupe) =
+                nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str()))
+            else {
+                continue;
+            };
             nodes.push(Node {
                 stage: "generate",
                 part: Partition::new(GENERATIONS, &[service, &m.name]),
@@ -177,7 +237,9 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
 /// The embedded model's weights stand in its cache keys by their pinned hash.
 fn model_pins(m: &crate::config::Model) -> Vec<(String, String)> {
     match &m.gen {
-        Some(g) if g.key.backend == "embedded" => assets::pinned_sha256(crate::config::SMOLLM2_GGUF).map(|h| vec![(crate::config::SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default(),
+        Some(g) if g.key.backend == "embedded" => assets::pinned_sha256(crate::config::SMOLLM2_GGUF)
+            .map(|h| vec![(crate::config::SMOLLM2_GGUF.to_string(), h)])
+            .unwrap_or_default(),
         _ => vec![],
     }
 }
@@ -190,7 +252,12 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
     if !rp.enabled || !cfg.stages.validate.enabled {
         return Ok(());
     }
-    let round0: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.file.is_none()).map(|(i, _)| i).collect();
+    let round0: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.file.is_none())
+        .map(|(i, _)| i)
+        .collect();
     for g0 in round0 {
         let gp0 = nodes[g0].part.clone();
         let service = gp0.get("service").unwrap_or_default().to_string();
@@ -205,8 +272,17 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
             None => continue,
         };
         let Ok(svc) = service.parse::<Service>() else { continue };
-        let Some(v0) = nodes.iter().position(|n| n.part.table == VALIDATIONS.name && n.part.values == gp0.values && n.part.file.is_none()) else { continue };
-        let Some(dedupe) = nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str())) else { continue };
+        let Some(v0) = nodes
+            .iter()
+            .position(|n| n.part.table == VALIDATIONS.name && n.part.values == gp0.values && n.part.file.is_none())
+        else {
+            continue;
+        };
+        let Some(dedupe) =
+            nodes.iter().position(|n| n.stage == "dedupe" && n.part.get("service") == Some(service.as_str()))
+        else {
+            continue;
+        };
         let rm = &cfg.models[repairer];
         let params = json!({"repairer": rm.name, "gen": rm.gen.as_ref().map(|g| &g.key), "prompt": generation::PROMPT_VERSION,
             "original": generation::prompt_options(cfg.models[model].gen.as_ref())});
@@ -263,10 +339,14 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
     Ok(())
 }
 
-
 /// stats (every score and validation partition, and the models) then report (that, plus stats).
 fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
-    let mut deps: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == SCORES.name || n.part.table == VALIDATIONS.name).map(|(i, _)| i).collect();
+    let mut deps: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.part.table == SCORES.name || n.part.table == VALIDATIONS.name)
+        .map(|(i, _)| i)
+        .collect();
     if deps.is_empty() {
         return Ok(());
     }
@@ -291,7 +371,8 @@ fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
             rdeps.push(nodes.len() - 1);
             let mut rinputs = inputs;
             rinputs.push(Partition::new(STATS, &[]));
-            let services: Vec<(String, String)> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
+            let services: Vec<(String, String)> =
+                cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
             nodes.push(Node {
                 stage: "report",
                 part: Partition::new(REPORT, &[]),
@@ -309,7 +390,13 @@ fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
 }
 
 /// validate and score nodes for one generations partition (any round); returns their indices.
-fn push_quality(cfg: &Config, nodes: &mut Vec<Node>, service: Service, dedupe: usize, g: usize) -> Result<(Option<usize>, Option<usize>)> {
+fn push_quality(
+    cfg: &Config,
+    nodes: &mut Vec<Node>,
+    service: Service,
+    dedupe: usize,
+    g: usize,
+) -> Result<(Option<usize>, Option<usize>)> {
     let pin = |rel: &str| -> Result<(String, String)> {
         let h = assets::pinned_sha256(rel).ok_or_else(|| anyhow!("internal: {rel} is not in the asset manifests"))?;
         Ok((rel.to_string(), h))
@@ -371,7 +458,11 @@ fn study_rows(wh: &Warehouse, inputs: &[Partition]) -> Result<(Vec<doc2ci_stats:
 
 fn stats_params(cfg: &Config) -> doc2ci_stats::study::Params {
     let s = &cfg.stages.stats;
-    doc2ci_stats::study::Params { seed: s.bootstrap_seed, resamples: s.bootstrap_resamples, ci_metrics: s.ci_metrics.clone() }
+    doc2ci_stats::study::Params {
+        seed: s.bootstrap_seed,
+        resamples: s.bootstrap_resamples,
+        ci_metrics: s.ci_metrics.clone(),
+    }
 }
 
 /// validate and score: one partition per (service, model), plus each service's references.
@@ -391,7 +482,12 @@ fn add_quality_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
             continue;
         };
         let pairs = nodes[d].part.clone();
-        let gens: Vec<usize> = nodes.iter().enumerate().filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.get("service") == Some(name.as_str())).map(|(i, _)| i).collect();
+        let gens: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.part.table == GENERATIONS.name && n.part.get("service") == Some(name.as_str()))
+            .map(|(i, _)| i)
+            .collect();
         if cfg.stages.validate.enabled {
             nodes.push(Node {
                 stage: "validate",
@@ -436,7 +532,15 @@ fn served_files(dir: &Path) -> Vec<std::path::PathBuf> {
 fn model_rows(cfg: &Config) -> Vec<ModelRow> {
     cfg.models
         .iter()
-        .map(|m| ModelRow { model: m.name.clone(), backend: m.backend.clone(), family: m.family.clone(), size_b: m.size_b, code: m.code, proprietary: m.proprietary, base_model: m.base_model.clone() })
+        .map(|m| ModelRow {
+            model: m.name.clone(),
+            backend: m.backend.clone(),
+            family: m.family.clone(),
+            size_b: m.size_b,
+            code: m.code,
+            proprietary: m.proprietary,
+            base_model: m.base_model.clone(),
+        })
         .collect()
 }
 
@@ -466,8 +570,17 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
                 raw.extend(wh.read::<RawPair>(p)?);
             }
             let pairs = doc2ci_dedupe::dedupe(&raw, cfg.stages.dedupe.mode);
-            let distinct: std::collections::HashSet<(String, String)> = pairs.iter().map(|p| (doc2ci_rows::collapse_ws(&p.title), doc2ci_rows::collapse_ws(&p.description))).collect();
-            let note = format!("{service}: {} raw → {} kept, {} copies dropped, {} distinct title+description", raw.len(), pairs.len(), raw.len() - pairs.len(), distinct.len());
+            let distinct: std::collections::HashSet<(String, String)> = pairs
+                .iter()
+                .map(|p| (doc2ci_rows::collapse_ws(&p.title), doc2ci_rows::collapse_ws(&p.description)))
+                .collect();
+            let note = format!(
+                "{service}: {} raw → {} kept, {} copies dropped, {} distinct title+description",
+                raw.len(),
+                pairs.len(),
+                raw.len() - pairs.len(),
+                distinct.len()
+            );
             finish(wh, node, key, &pairs, Some(note))
         }
         Task::Models => finish(wh, node, key, &model_rows(cfg), None),
@@ -476,7 +589,8 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let service = m.service.as_deref().unwrap_or_default();
             let pairs: Vec<Pair> = wh.read(&Partition::new(PAIRS, &[service]))?;
             let map = ColumnMap::for_format(&m.format, &m.columns).map_err(|e| anyhow!("model `{}`: {e}", m.name))?;
-            let mut att = doc2ci_import::Attacher::new(&pairs, m.source.as_deref().unwrap_or_default(), service, &m.name);
+            let mut att =
+                doc2ci_import::Attacher::new(&pairs, m.source.as_deref().unwrap_or_default(), service, &m.name);
             let path = m.path.as_ref().expect("import model has a path");
             let mut dropped = 0usize;
             let (rows, note) = batched(wh, node, key, cfg, path, &m.format, m.skip_bad_rows, ui, |rec, _| {
@@ -508,12 +622,24 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             finish(wh, node, key, &rows, Some(note))
         }
         Task::Repair { model, repairer, service, round, pairs, gens, vals } => {
-            let (rows, note) = generation::repair(wh, node, key, cfg, ui, *model, *repairer, service, *round, pairs, gens, vals)?;
+            let (rows, note) =
+                generation::repair(wh, node, key, cfg, ui, *model, *repairer, service, *round, pairs, gens, vals)?;
             finish(wh, node, key, &rows, Some(note))
         }
         Task::RepairSummary { model, repairer, service, gens, vals } => {
-            let rows = generation::repair_summary(wh, service, &cfg.models[*model].name, &cfg.models[*repairer].name, gens, vals)?;
-            let note = rows.iter().map(|r| format!("round {}: {}/{} fixed", r.round, r.fixed, r.attempted)).collect::<Vec<_>>().join(", ");
+            let rows = generation::repair_summary(
+                wh,
+                service,
+                &cfg.models[*model].name,
+                &cfg.models[*repairer].name,
+                gens,
+                vals,
+            )?;
+            let note = rows
+                .iter()
+                .map(|r| format!("round {}: {}/{} fixed", r.round, r.fixed, r.attempted))
+                .collect::<Vec<_>>()
+                .join(", ");
             finish(wh, node, key, &rows, Some(note))
         }
         Task::Validate { service, generations } => {
@@ -521,7 +647,18 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let gens: Vec<Generation> = wh.read(generations)?;
             let rows: Vec<Validation> = gens
                 .par_iter()
-                .map(|g| validation(v, *service, &g.pair_id, &g.model, g.sample, g.round, g.output.as_deref(), g.error.as_deref()))
+                .map(|g| {
+                    validation(
+                        v,
+                        *service,
+                        &g.pair_id,
+                        &g.model,
+                        g.sample,
+                        g.round,
+                        g.output.as_deref(),
+                        g.error.as_deref(),
+                    )
+                })
                 .collect::<Result<_>>()?;
             let ok = rows.iter().filter(|r| r.schema_ok).count();
             finish(wh, node, key, &rows, Some(format!("{ok}/{} schema-valid", rows.len())))
@@ -536,27 +673,53 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let (units, models) = study_rows(wh, inputs)?;
             let rows = doc2ci_stats::study::run(&units, &models, &stats_params(cfg));
             let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
-            let note = format!("{} rows over {} outputs ({})", rows.len(), units.len(), tests.into_iter().collect::<Vec<_>>().join(", "));
+            let note = format!(
+                "{} rows over {} outputs ({})",
+                rows.len(),
+                units.len(),
+                tests.into_iter().collect::<Vec<_>>().join(", ")
+            );
             finish(wh, node, key, &rows, Some(note))
         }
         Task::Report { inputs } => {
             let (study, stats_part) = inputs.split_at(inputs.len() - 1);
             let (units, models) = study_rows(wh, study)?;
             let stats: Vec<doc2ci_stats::study::StatRow> = wh.read(&stats_part[0])?;
-            let services: std::collections::BTreeMap<String, String> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
-            let input = doc2ci_report::Input { title: &cfg.stages.report.title, models: &models, units: &units, stats: &stats, services: &services };
+            let services: std::collections::BTreeMap<String, String> =
+                cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
+            let input = doc2ci_report::Input {
+                title: &cfg.stages.report.title,
+                models: &models,
+                units: &units,
+                stats: &stats,
+                services: &services,
+            };
             let files = doc2ci_report::build(&input);
-            let rows: Vec<doc2ci_report::FileRow> = files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();
+            let rows: Vec<doc2ci_report::FileRow> =
+                files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();
             let extra: Vec<(String, Vec<u8>)> = files.into_iter().map(|(p, c)| (p, c.into_bytes())).collect();
             let output_hash = wh.write_with(&node.part, &rows, &extra)?;
             let dir = wh.dir(&node.part);
-            Ok(TaskOutput { output_hash, rows: rows.len() as u64, note: Some(format!("{} files in {}", rows.len(), dir.display())) })
+            Ok(TaskOutput {
+                output_hash,
+                rows: rows.len() as u64,
+                note: Some(format!("{} files in {}", rows.len(), dir.display())),
+            })
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn validation(v: &doc2ci_validate::Validator, service: Service, pair_id: &str, model: &str, sample: u32, round: u32, text: Option<&str>, error: Option<&str>) -> Result<Validation> {
+fn validation(
+    v: &doc2ci_validate::Validator,
+    service: Service,
+    pair_id: &str,
+    model: &str,
+    sample: u32,
+    round: u32,
+    text: Option<&str>,
+    error: Option<&str>,
+) -> Result<Validation> {
     let (parse_ok, schema_ok, errors, fragment) = match text {
         Some(t) => {
             let r = v.validate(service, t).map_err(|e| anyhow!("{e}"))?;
@@ -564,33 +727,48 @@ fn validation(v: &doc2ci_validate::Validator, service: Service, pair_id: &str, m
         }
         None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),
     };
-    Ok(Validation { pair_id: pair_id.into(), service: service.name().into(), model: model.into(), sample, round, parse_ok, schema_ok, errors, fragment })
+    Ok(Validation {
+        pair_id: pair_id.into(),
+        service: service.name().into(),
+        model: model.into(),
+        sample,
+        round,
+        parse_ok,
+        schema_ok,
+        errors,
+        fragment,
+    })
 }
 
 /// Every metric of every generation against its pair's reference. References are prepared
 /// once (many models share them) and each distinct cleaned text is embedded once.
 fn score(wh: &Warehouse, pairs: &[Pair], gens: &[Generation]) -> Result<(Vec<Score>, usize)> {
     let ctx = doc2ci_score::CrystalContext::from_references(pairs.iter().map(|p| p.reference.as_str()));
-    let index: std::collections::HashMap<&str, usize> = pairs.iter().enumerate().map(|(i, p)| (p.pair_id.as_str(), i)).collect();
+    let index: std::collections::HashMap<&str, usize> =
+        pairs.iter().enumerate().map(|(i, p)| (p.pair_id.as_str(), i)).collect();
     let used: Vec<usize> = {
         let mut u: Vec<usize> = gens.iter().filter_map(|g| index.get(g.pair_id.as_str()).copied()).collect();
         u.sort_unstable();
         u.dedup();
         u
     };
-    let refs: std::collections::HashMap<usize, doc2ci_score::Prepared> = used.par_iter().map(|&i| (i, doc2ci_score::Prepared::new(&pairs[i].reference, &ctx))).collect();
-    let outs: Vec<doc2ci_score::Prepared> = gens.par_iter().map(|g| doc2ci_score::Prepared::new(g.output.as_deref().unwrap_or(""), &ctx)).collect();
+    let refs: std::collections::HashMap<usize, doc2ci_score::Prepared> =
+        used.par_iter().map(|&i| (i, doc2ci_score::Prepared::new(&pairs[i].reference, &ctx))).collect();
+    let outs: Vec<doc2ci_score::Prepared> =
+        gens.par_iter().map(|g| doc2ci_score::Prepared::new(g.output.as_deref().unwrap_or(""), &ctx)).collect();
     let mut texts: Vec<&str> = used.iter().map(|i| refs[i].clean()).collect();
     texts.extend(outs.iter().map(|o| o.clean()));
     let (vecs, embedded) = resources::embed(wh, &texts)?;
-    let ref_vec: std::collections::HashMap<usize, &Vec<f32>> = used.iter().zip(&vecs).map(|(i, v)| (*i, v.as_ref())).collect();
+    let ref_vec: std::collections::HashMap<usize, &Vec<f32>> =
+        used.iter().zip(&vecs).map(|(i, v)| (*i, v.as_ref())).collect();
     let out_vecs = &vecs[used.len()..];
     let rows = gens
         .par_iter()
         .zip(outs.par_iter())
         .zip(out_vecs.par_iter())
         .map(|((g, o), ov)| {
-            let i = *index.get(g.pair_id.as_str()).ok_or_else(|| anyhow!("generation for unknown pair {}", g.pair_id))?;
+            let i =
+                *index.get(g.pair_id.as_str()).ok_or_else(|| anyhow!("generation for unknown pair {}", g.pair_id))?;
             let l = doc2ci_score::score_prepared(&refs[&i], o);
             let rv = ref_vec[&i];
             Ok(Score {
@@ -616,7 +794,13 @@ fn score(wh: &Warehouse, pairs: &[Pair], gens: &[Generation]) -> Result<(Vec<Sco
     Ok((rows, embedded))
 }
 
-fn finish<T: Serialize + DeserializeOwned>(wh: &Warehouse, node: &Node, key: &str, rows: &[T], note: Option<String>) -> Result<TaskOutput> {
+fn finish<T: Serialize + DeserializeOwned>(
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    rows: &[T],
+    note: Option<String>,
+) -> Result<TaskOutput> {
     let output_hash = wh.write(&node.part, rows)?;
     wh.checkpoint(&node.part, key).clear();
     Ok(TaskOutput { output_hash, rows: rows.len() as u64, note })
@@ -625,7 +809,17 @@ fn finish<T: Serialize + DeserializeOwned>(wh: &Warehouse, node: &Node, key: &st
 /// Streams a file's records through `convert`, checkpointing every `batch_size` records so a
 /// killed run resumes after the last finished batch with no row lost or repeated.
 #[allow(clippy::too_many_arguments)]
-fn batched<T, F>(wh: &Warehouse, node: &Node, key: &str, cfg: &Config, path: &Path, format: &str, skip_bad: bool, ui: &Ui, mut convert: F) -> Result<(Vec<T>, Option<String>)>
+fn batched<T, F>(
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    cfg: &Config,
+    path: &Path,
+    format: &str,
+    skip_bad: bool,
+    ui: &Ui,
+    mut convert: F,
+) -> Result<(Vec<T>, Option<String>)>
 where
     T: Serialize + DeserializeOwned,
     F: FnMut(Record, u64) -> std::result::Result<Option<T>, ImportError>,
@@ -668,7 +862,8 @@ where
         }
     }
     rows.append(&mut batch);
-    let note = (skipped > 0).then(|| format!("skipped {skipped} bad rows (skip_bad_rows = true), e.g. {}", first_bad.join("; ")));
+    let note = (skipped > 0)
+        .then(|| format!("skipped {skipped} bad rows (skip_bad_rows = true), e.g. {}", first_bad.join("; ")));
     if let Some(n) = &note {
         ui.info(&format!("{}: {n}", node.label()));
     }
@@ -681,7 +876,8 @@ fn records(path: &Path, format: &str) -> Result<Records> {
     let name = path.display().to_string();
     match format {
         "llm4ci" | "csv" => {
-            let it = doc2ci_import::csv_records(open_input(path)?).map_err(|e| anyhow!("{name}:{}: {}", e.line, e.message))?;
+            let it = doc2ci_import::csv_records(open_input(path)?)
+                .map_err(|e| anyhow!("{name}:{}: {}", e.line, e.message))?;
             Ok(Box::new(it))
         }
         "jsonl" => Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(path)?)))),
@@ -709,7 +905,11 @@ fn parquet_records(path: &Path) -> Result<Vec<Record>> {
     let opts = FormatOptions::default();
     for b in warehouse::read_batches(path)? {
         let schema = b.schema();
-        let fmts: Vec<ArrayFormatter> = b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts)).collect::<std::result::Result<_, _>>()?;
+        let fmts: Vec<ArrayFormatter> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<std::result::Result<_, _>>()?;
         for row in 0..b.num_rows() {
             let fields = schema
                 .fields()

@@ -10,7 +10,8 @@ pub struct Ui {
 
 impl Ui {
     pub fn new(quiet: bool) -> Self {
-        let multi = if quiet { MultiProgress::with_draw_target(ProgressDrawTarget::hidden()) } else { MultiProgress::new() };
+        let multi =
+            if quiet { MultiProgress::with_draw_target(ProgressDrawTarget::hidden()) } else { MultiProgress::new() };
         Self { quiet, multi }
     }
 

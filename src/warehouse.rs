@@ -49,7 +49,8 @@ pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
 /// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
 pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
 
-pub const TABLES: &[TableDef] = &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
+pub const TABLES: &[TableDef] =
+    &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -67,7 +68,11 @@ pub struct Partition {
 impl Partition {
     pub fn new(t: TableDef, values: &[&str]) -> Self {
         assert_eq!(t.partition_cols.len(), values.len(), "partition arity of {}", t.name);
-        Self { table: t.name, values: t.partition_cols.iter().zip(values).map(|(k, v)| (k.to_string(), v.to_string())).collect(), file: None }
+        Self {
+            table: t.name,
+            values: t.partition_cols.iter().zip(values).map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            file: None,
+        }
     }
     pub fn with_file(mut self, name: &str) -> Self {
         self.file = Some(name.to_string());
@@ -166,7 +171,8 @@ impl Warehouse {
     pub fn load_state(&self) -> Result<State> {
         let p = self.meta().join("state.json");
         match fs::read(&p) {
-            Ok(b) => serde_json::from_slice(&b).with_context(|| format!("corrupt engine state {}: delete it to rebuild from scratch", p.display())),
+            Ok(b) => serde_json::from_slice(&b)
+                .with_context(|| format!("corrupt engine state {}: delete it to rebuild from scratch", p.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
         }
@@ -202,7 +208,12 @@ impl Warehouse {
     /// As [`Self::write`], with extra files (relative path, bytes) beside the rows, e.g. the
     /// report's HTML and figures. Each lands by rename; the rows file goes last, so a reader that
     /// finds the rows also finds the files they index.
-    pub fn write_with<T: Serialize + DeserializeOwned>(&self, p: &Partition, rows: &[T], extra: &[(String, Vec<u8>)]) -> Result<String> {
+    pub fn write_with<T: Serialize + DeserializeOwned>(
+        &self,
+        p: &Partition,
+        rows: &[T],
+        extra: &[(String, Vec<u8>)],
+    ) -> Result<String> {
         let staging = self.meta().join("staging");
         fs::create_dir_all(&staging)?;
         let target = self.dir(p);
@@ -244,7 +255,12 @@ impl Warehouse {
             fs::remove_file(&f)?;
         }
         // Files of older layouts are not partitions of their own; an otherwise empty folder goes.
-        if p.file.is_none() && d.exists() && !parquet_files(&d).iter().any(|x| x.file_name().is_some_and(|n| n.to_string_lossy().starts_with("round-"))) {
+        if p.file.is_none()
+            && d.exists()
+            && !parquet_files(&d)
+                .iter()
+                .any(|x| x.file_name().is_some_and(|n| n.to_string_lossy().starts_with("round-")))
+        {
             let trash = self.meta().join("staging").join(format!("trash-{}", unique()));
             fs::create_dir_all(trash.parent().unwrap())?;
             fs::rename(&d, &trash)?;
@@ -281,7 +297,11 @@ impl Warehouse {
                 return;
             }
             if let Ok(rd) = fs::read_dir(dir) {
-                let mut names: Vec<_> = rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                let mut names: Vec<_> = rd
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
                 names.sort();
                 for n in names {
                     walk(&dir.join(&n), depth - 1, format!("{prefix}/{n}"), out);
@@ -300,7 +320,11 @@ trait IfEmpty {
 }
 impl IfEmpty for str {
     fn if_empty<'a>(&'a self, alt: &'a str) -> &'a str {
-        if self.is_empty() { alt } else { self }
+        if self.is_empty() {
+            alt
+        } else {
+            self
+        }
     }
 }
 
@@ -319,7 +343,8 @@ impl Checkpoint {
         for (name, path) in &files {
             let mut r: Vec<T> = read_file_rows(path, None)?;
             rows.append(&mut r);
-            let parts: Vec<u64> = name.trim_end_matches(".parquet").split('-').skip(1).filter_map(|s| s.parse().ok()).collect();
+            let parts: Vec<u64> =
+                name.trim_end_matches(".parquet").split('-').skip(1).filter_map(|s| s.parse().ok()).collect();
             if let [_, d, s] = parts[..] {
                 (done, skipped) = (d, s);
             }
@@ -328,7 +353,13 @@ impl Checkpoint {
     }
 
     /// `done` is how far into the input this batch reaches (records consumed so far).
-    pub fn commit<T: Serialize + DeserializeOwned>(&self, seq: usize, done: u64, skipped: u64, rows: &[T]) -> Result<()> {
+    pub fn commit<T: Serialize + DeserializeOwned>(
+        &self,
+        seq: usize,
+        done: u64,
+        skipped: u64,
+        rows: &[T],
+    ) -> Result<()> {
         fs::create_dir_all(&self.dir)?;
         let bytes = encode_rows(rows, &[])?;
         atomic_write(&self.dir.join(format!("batch-{seq:06}-{done:012}-{skipped:09}.parquet")), &bytes)
@@ -362,7 +393,12 @@ pub fn now() -> String {
 pub fn unique() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -389,7 +425,14 @@ fn encode_parquet<T: Serialize + DeserializeOwned>(p: &Partition, rows: &[T]) ->
 fn encode_rows<T: Serialize + DeserializeOwned>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
     let fields = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
     let batch = serde_arrow::to_record_batch(&fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
-    let keep: Vec<usize> = batch.schema().fields().iter().enumerate().filter(|(_, f)| !drop.contains(&f.name().as_str())).map(|(i, _)| i).collect();
+    let keep: Vec<usize> = batch
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !drop.contains(&f.name().as_str()))
+        .map(|(i, _)| i)
+        .collect();
     let batch = batch.project(&keep)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
@@ -424,7 +467,8 @@ pub fn read_file_rows<T: DeserializeOwned>(path: &Path, p: Option<&Partition>) -
             Some(p) if !p.values.is_empty() => with_partition_cols(&b, p)?,
             _ => b,
         };
-        let mut rows: Vec<T> = serde_arrow::from_record_batch(&b).map_err(|e| anyhow!("{}: cannot decode rows: {e}", path.display()))?;
+        let mut rows: Vec<T> =
+            serde_arrow::from_record_batch(&b).map_err(|e| anyhow!("{}: cannot decode rows: {e}", path.display()))?;
         out.append(&mut rows);
     }
     Ok(out)
@@ -432,7 +476,9 @@ pub fn read_file_rows<T: DeserializeOwned>(path: &Path, p: Option<&Partition>) -
 
 pub fn read_batches(path: &Path) -> Result<Vec<RecordBatch>> {
     let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f).with_context(|| format!("{} is not a readable Parquet file", path.display()))?.build()?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .with_context(|| format!("{} is not a readable Parquet file", path.display()))?
+        .build()?;
     reader.collect::<std::result::Result<Vec<_>, _>>().with_context(|| format!("cannot read {}", path.display()))
 }
 
@@ -456,7 +502,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wh = Warehouse::new(dir.path());
         let p = Partition::new(MODELS, &[]);
-        let row = |m: &str| ModelRow { model: m.into(), backend: "import".into(), family: None, size_b: Some(7.0), code: Some(true), proprietary: None, base_model: None };
+        let row = |m: &str| ModelRow {
+            model: m.into(),
+            backend: "import".into(),
+            family: None,
+            size_b: Some(7.0),
+            code: Some(true),
+            proprietary: None,
+            base_model: None,
+        };
         let h1 = wh.write(&p, &[row("a")]).unwrap();
         let h2 = wh.write(&p, &[row("b"), row("c")]).unwrap();
         assert_ne!(h1, h2);
@@ -472,6 +526,9 @@ mod tests {
         let wh = Warehouse::new(dir.path());
         let _l = wh.lock().unwrap();
         let e = wh.lock().err().unwrap().to_string();
-        assert!(e.contains("in use by another doc2ci run") && e.contains(&format!("pid {}", std::process::id())), "{e}");
+        assert!(
+            e.contains("in use by another doc2ci run") && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
     }
 }

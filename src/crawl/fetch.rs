@@ -27,7 +27,16 @@ pub struct Fetched {
 
 impl Fetched {
     fn failed(url: &Url, error: String, t0: Instant) -> Fetched {
-        Fetched { final_url: url.clone(), status: None, content_type: None, encoding: None, bytes: 0, html: None, error: Some(error), ms: t0.elapsed().as_millis() as u64 }
+        Fetched {
+            final_url: url.clone(),
+            status: None,
+            content_type: None,
+            encoding: None,
+            bytes: 0,
+            html: None,
+            error: Some(error),
+            ms: t0.elapsed().as_millis() as u64,
+        }
     }
 }
 
@@ -57,7 +66,12 @@ impl Http {
             }
             attempt.follow()
         });
-        let client = reqwest::Client::builder().user_agent(params.user_agent.clone()).timeout(secs(params)).connect_timeout(secs(params)).redirect(policy).build()?;
+        let client = reqwest::Client::builder()
+            .user_agent(params.user_agent.clone())
+            .timeout(secs(params))
+            .connect_timeout(secs(params))
+            .redirect(policy)
+            .build()?;
         Ok(Http { client, params: params.clone() })
     }
 
@@ -92,19 +106,33 @@ impl Http {
         }
         let attempts = self.params.retries + 1;
         let e = last.unwrap_or_default();
-        Fetched::failed(url, if e.contains("attempt") { e } else { format!("{e} (gave up after {attempts} attempt(s))") }, t0)
+        Fetched::failed(
+            url,
+            if e.contains("attempt") { e } else { format!("{e} (gave up after {attempts} attempt(s))") },
+            t0,
+        )
     }
 
     /// One attempt; the error says whether another attempt may help.
     async fn once(&self, url: &Url, t0: Instant) -> std::result::Result<Fetched, (String, bool)> {
-        let resp = self.client.get(url.clone()).send().await.map_err(|e| describe(url, &e, self.params.timeout_secs))?;
+        let resp =
+            self.client.get(url.clone()).send().await.map_err(|e| describe(url, &e, self.params.timeout_secs))?;
         let status = resp.status();
         let final_url = resp.url().clone();
         let ctype = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
         if status.is_server_error() {
             return Err((format!("{url}: HTTP {status}"), true));
         }
-        let mut f = Fetched { final_url, status: Some(status.as_u16() as u32), content_type: ctype.clone(), encoding: None, bytes: 0, html: None, error: None, ms: 0 };
+        let mut f = Fetched {
+            final_url,
+            status: Some(status.as_u16() as u32),
+            content_type: ctype.clone(),
+            encoding: None,
+            bytes: 0,
+            html: None,
+            error: None,
+            ms: 0,
+        };
         if !status.is_success() {
             f.error = Some(format!("HTTP {status}"));
             f.ms = t0.elapsed().as_millis() as u64;
@@ -125,7 +153,10 @@ impl Http {
                     body.extend_from_slice(&c);
                     if body.len() as u64 > max {
                         f.bytes = body.len() as u64;
-                        f.error = Some(format!("page too large: more than max_page_bytes = {max} bytes (stopped reading at {})", body.len()));
+                        f.error = Some(format!(
+                            "page too large: more than max_page_bytes = {max} bytes (stopped reading at {})",
+                            body.len()
+                        ));
                         f.ms = t0.elapsed().as_millis() as u64;
                         return Ok(f);
                     }
@@ -179,14 +210,24 @@ pub fn which(program: &str) -> Option<PathBuf> {
         let p = PathBuf::from(program);
         return p.is_file().then_some(p);
     }
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
 }
 
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-const CHROMIUM_FLAGS: &[&str] = &["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"];
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+];
 
 impl Browser {
     /// Starts chromedriver on a free loopback port (or uses `params.webdriver`) and opens a
@@ -236,14 +277,21 @@ impl Browser {
             match fantoccini::ClientBuilder::new(conn).capabilities(caps.clone()).connect(&self.webdriver_url).await {
                 Ok(c) => break c,
                 // chromedriver needs a moment before it listens.
-                Err(e) if Instant::now() < deadline && self.driver.is_some() && !matches!(e, fantoccini::error::NewSessionError::SessionNotCreated(_)) => {
+                Err(e)
+                    if Instant::now() < deadline
+                        && self.driver.is_some()
+                        && !matches!(e, fantoccini::error::NewSessionError::SessionNotCreated(_)) =>
+                {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => bail!("cannot open a WebDriver session at {}: {e}", self.webdriver_url),
             }
         };
         let t = secs(&self.params);
-        client.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(Some(t), Some(t), Some(Duration::ZERO))).await.map_err(|e| anyhow!("WebDriver timeouts: {e}"))?;
+        client
+            .update_timeouts(fantoccini::wd::TimeoutConfiguration::new(Some(t), Some(t), Some(Duration::ZERO)))
+            .await
+            .map_err(|e| anyhow!("WebDriver timeouts: {e}"))?;
         self.client = Some(client);
         Ok(())
     }
@@ -258,7 +306,11 @@ impl Browser {
                     last = e;
                     // A load that timed out may still be running: a new session is the sure way out.
                     if let Err(e) = self.session().await {
-                        return Fetched::failed(url, format!("{last}; and the browser could not be restarted: {e}"), t0);
+                        return Fetched::failed(
+                            url,
+                            format!("{last}; and the browser could not be restarted: {e}"),
+                            t0,
+                        );
                     }
                     if attempt == self.params.retries {
                         break;
@@ -314,7 +366,12 @@ impl Browser {
                 f.bytes = h.len() as u64;
                 f.html = Some(h.clone());
             }
-            _ => f.error = Some(format!("page too large: {len} characters exceeds max_page_bytes = {}", self.params.max_page_bytes)),
+            _ => {
+                f.error = Some(format!(
+                    "page too large: {len} characters exceeds max_page_bytes = {}",
+                    self.params.max_page_bytes
+                ))
+            }
         }
         if let Some(s) = status.filter(|s| *s >= 400) {
             f.error = Some(format!("HTTP {s}"));

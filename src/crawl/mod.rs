@@ -31,7 +31,13 @@ pub fn resolve_backend(cfg: &Config, spec: &CrawlSource) -> String {
     match spec.backend.as_str() {
         "auto" => {
             let p = &cfg.stages.crawl;
-            if p.webdriver.is_some() || (fetch::which(&p.chromedriver).is_some() && (p.chromium.is_some() || fetch::which("chromium").is_some() || fetch::which("chromium-browser").is_some() || fetch::which("google-chrome").is_some())) {
+            if p.webdriver.is_some()
+                || (fetch::which(&p.chromedriver).is_some()
+                    && (p.chromium.is_some()
+                        || fetch::which("chromium").is_some()
+                        || fetch::which("chromium-browser").is_some()
+                        || fetch::which("google-chrome").is_some()))
+            {
                 "webdriver".into()
             } else {
                 "http".into()
@@ -83,12 +89,26 @@ enum Job {
 }
 
 /// Fetches the source's site into page rows (the `pages` partition), resuming a checkpoint.
-pub fn crawl(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, key: &str, ui: &Ui) -> Result<(Vec<Page>, String)> {
+pub fn crawl(
+    cfg: &Config,
+    src: &Source,
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    ui: &Ui,
+) -> Result<(Vec<Page>, String)> {
     let handle = tokio::runtime::Handle::current();
     handle.block_on(crawl_async(cfg, src, wh, node, key, ui))
 }
 
-async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, key: &str, ui: &Ui) -> Result<(Vec<Page>, String)> {
+async fn crawl_async(
+    cfg: &Config,
+    src: &Source,
+    wh: &Warehouse,
+    node: &Node,
+    key: &str,
+    ui: &Ui,
+) -> Result<(Vec<Page>, String)> {
     let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
     let p = &cfg.stages.crawl;
     let profile = &spec.profile;
@@ -109,7 +129,10 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
     };
     let resolve = |s: &str| origin.join(s).map_err(|e| anyhow!("source `{}`: bad URL `{s}`: {e}", src.name));
 
-    let robots_client = Http::new(p, &Scope { origin: origin.clone(), prefixes: vec!["/".into()], robots: doc2ci_crawl::Robots::allow_all() })?;
+    let robots_client = Http::new(
+        p,
+        &Scope { origin: origin.clone(), prefixes: vec!["/".into()], robots: doc2ci_crawl::Robots::allow_all() },
+    )?;
     let robots = robots_client.robots(&origin).await;
     let scope = Scope { origin: origin.clone(), prefixes: profile.allowed_prefixes.clone(), robots };
     let http = Http::new(p, &scope)?;
@@ -119,7 +142,9 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
     if !served && p.max_age_hours > 0.0 {
         let now = chrono::Utc::now();
         for pg in wh.read::<Page>(&node.part).unwrap_or_default() {
-            let fresh = chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ").map(|t| (now.naive_utc() - t).num_seconds() as f64 / 3600.0 < p.max_age_hours).unwrap_or(false);
+            let fresh = chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ")
+                .map(|t| (now.naive_utc() - t).num_seconds() as f64 / 3600.0 < p.max_age_hours)
+                .unwrap_or(false);
             if fresh && pg.error.is_none() {
                 cache.insert(pg.requested_url.clone(), pg);
             }
@@ -166,7 +191,10 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
         browser = Some(Browser::start(p, scratch).await?);
     }
     let concurrency = if browser.is_some() { 1 } else { p.concurrency };
-    let mut rate = RateLimit { interval: (p.rate_limit > 0.0).then(|| Duration::from_secs_f64(1.0 / p.rate_limit)), next: Instant::now() };
+    let mut rate = RateLimit {
+        interval: (p.rate_limit > 0.0).then(|| Duration::from_secs_f64(1.0 / p.rate_limit)),
+        next: Instant::now(),
+    };
     let mut inflight: VecDeque<(Url, u32, Job)> = VecDeque::new();
     let (mut too_deep, mut from_cache) = (0usize, 0usize);
     let t0 = Instant::now();
@@ -179,7 +207,8 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
                 Some((_, _, Job::Task(h))) => h.is_finished(),
                 None => false,
             };
-            let can_start = inflight.len() < concurrency && pages.len() + inflight.len() < p.max_pages && !queue.is_empty();
+            let can_start =
+                inflight.len() < concurrency && pages.len() + inflight.len() < p.max_pages && !queue.is_empty();
             if !front_done && can_start {
                 let wait = rate.until_next();
                 if !wait.is_zero() && !inflight.is_empty() {
@@ -194,7 +223,16 @@ async fn crawl_async(cfg: &Config, src: &Source, wh: &Warehouse, node: &Node, ke
                 let key = shown(&u, served);
                 if let Some(c) = cache.get(&key) {
                     from_cache += 1;
-                    let f = Fetched { final_url: resolve(&c.url)?, status: c.status, content_type: c.content_type.clone(), encoding: c.encoding.clone(), bytes: c.bytes, html: c.html.clone(), error: None, ms: 0 };
+                    let f = Fetched {
+                        final_url: resolve(&c.url)?,
+                        status: c.status,
+                        content_type: c.content_type.clone(),
+                        encoding: c.encoding.clone(),
+                        bytes: c.bytes,
+                        html: c.html.clone(),
+                        error: None,
+                        ms: 0,
+                    };
                     inflight.push_back((u, depth, Job::Ready(f)));
                     continue;
                 }
@@ -326,7 +364,11 @@ pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(
     }
     let mut sk: Vec<String> = skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
     sk.sort();
-    let mut note = format!("{} pairs from {n_pages} pages; skipped code blocks: {}", out.len(), if sk.is_empty() { "none".into() } else { sk.join(", ") });
+    let mut note = format!(
+        "{} pairs from {n_pages} pages; skipped code blocks: {}",
+        out.len(),
+        if sk.is_empty() { "none".into() } else { sk.join(", ") }
+    );
     if no_root > 0 {
         note.push_str(&format!("; {no_root} pages without the content root `{}`", spec.profile.content_root));
     }

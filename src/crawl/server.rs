@@ -28,7 +28,13 @@ impl Server {
         let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
         let log = match log {
-            Some(p) => Some(Arc::new(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("cannot open request log {}", p.display()))?))),
+            Some(p) => Some(Arc::new(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("cannot open request log {}", p.display()))?,
+            ))),
             None => None,
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -96,8 +102,13 @@ fn handle(conn: TcpStream, root: &Path, log: Option<&Mutex<std::fs::File>>) -> R
             "/traps/http-redirect-offsite.html" => redirect(&mut w, "https://off-site.example.com/landing.html")?,
             p if p.starts_with("/traps/http-redirect-long-") => {
                 // /traps/http-redirect-long-N.html → N+1, ten hops before the final page.
-                let n: u32 = p.trim_start_matches("/traps/http-redirect-long-").trim_end_matches(".html").parse().unwrap_or(0);
-                let next = if n >= 10 { "/traps/redirect-final.html".to_string() } else { format!("/traps/http-redirect-long-{}.html", n + 1) };
+                let n: u32 =
+                    p.trim_start_matches("/traps/http-redirect-long-").trim_end_matches(".html").parse().unwrap_or(0);
+                let next = if n >= 10 {
+                    "/traps/redirect-final.html".to_string()
+                } else {
+                    format!("/traps/http-redirect-long-{}.html", n + 1)
+                };
                 redirect(&mut w, &next)?
             }
             "/traps/huge.html" => huge(&mut w, head)?,
@@ -147,7 +158,8 @@ fn huge(w: &mut TcpStream, head: bool) -> Result<()> {
 
 /// Headers and a first chunk, then one byte a second until the client goes away.
 fn never_loads(w: &mut TcpStream) {
-    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let _ =
+        w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n");
     let first = b"<!DOCTYPE html><html><head><title>Never loads</title></head><body><main id=\"main-content\"><article class=\"markdown-body\"><h1>Still loading</h1>";
     let _ = write!(w, "{:x}\r\n", first.len());
     let _ = w.write_all(first);
@@ -162,7 +174,14 @@ fn never_loads(w: &mut TcpStream) {
 
 fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool) -> Result<()> {
     let Some(p) = resolve(root, path) else {
-        return respond(w, "404 Not Found", "text/html", b"<!DOCTYPE html><title>Not found</title><p>Not found.</p>", "", head);
+        return respond(
+            w,
+            "404 Not Found",
+            "text/html",
+            b"<!DOCTYPE html><title>Not found</title><p>Not found.</p>",
+            "",
+            head,
+        );
     };
     let body = std::fs::read(&p)?;
     let ctype = match p.extension().and_then(|e| e.to_str()) {

@@ -160,19 +160,40 @@ impl Walker<'_> {
                     Ok(true) => {
                         let position = self.out.pairs.len() as u64;
                         let description = self.description();
-                        self.out.pairs.push(Extracted { title, description, reference: normalize_reference(&text), position });
+                        self.out.pairs.push(Extracted {
+                            title,
+                            description,
+                            reference: normalize_reference(&text),
+                            position,
+                        });
                     }
-                    Ok(false) => self.out.skipped.push(Skipped { title, reason: "yaml scalar".into(), detail: String::new(), first_line: first_line(&text) }),
-                    Err(e) => self.out.skipped.push(Skipped { title, reason: "yaml parse error".into(), detail: e, first_line: first_line(&text) }),
+                    Ok(false) => self.out.skipped.push(Skipped {
+                        title,
+                        reason: "yaml scalar".into(),
+                        detail: String::new(),
+                        first_line: first_line(&text),
+                    }),
+                    Err(e) => self.out.skipped.push(Skipped {
+                        title,
+                        reason: "yaml parse error".into(),
+                        detail: e,
+                        first_line: first_line(&text),
+                    }),
                 }
                 continue;
             }
             if let Some(code) = &self.p.code {
                 if code.matches(&child) {
-                    let has_yaml = child.descendants().skip(1).filter_map(ElementRef::wrap).any(|d| self.p.yaml.matches(&d));
+                    let has_yaml =
+                        child.descendants().skip(1).filter_map(ElementRef::wrap).any(|d| self.p.yaml.matches(&d));
                     if !has_yaml {
                         let text = text_of(child);
-                        self.out.skipped.push(Skipped { title: self.title(), reason: "not yaml".into(), detail: block_lang(child), first_line: first_line(&text) });
+                        self.out.skipped.push(Skipped {
+                            title: self.title(),
+                            reason: "not yaml".into(),
+                            detail: block_lang(child),
+                            first_line: first_line(&text),
+                        });
                         continue;
                     }
                 }
@@ -203,7 +224,10 @@ pub fn extract(html: &str, p: &Compiled) -> Extraction {
 
 fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
     let Some(root) = doc.select(&p.content_root).next() else {
-        return Extraction { error: Some(format!("content root `{}` not found", p.profile.content_root)), ..Default::default() };
+        return Extraction {
+            error: Some(format!("content root `{}` not found", p.profile.content_root)),
+            ..Default::default()
+        };
     };
     let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
     w.walk(root);
@@ -275,7 +299,8 @@ mod tests {
             <div hidden><pre><code class="language-yaml">h: 1</code></pre></div>
             <h4>C</h4><pre><code class="language-yaml">c: 3</code></pre></main>"#;
         let e = extract(html, &profile());
-        let got: Vec<(&str, &str, &str)> = e.pairs.iter().map(|p| (p.title.as_str(), p.description.as_str(), p.reference.as_str())).collect();
+        let got: Vec<(&str, &str, &str)> =
+            e.pairs.iter().map(|p| (p.title.as_str(), p.description.as_str(), p.reference.as_str())).collect();
         assert_eq!(
             got,
             vec![

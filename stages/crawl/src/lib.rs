@@ -9,7 +9,7 @@ mod extract;
 mod robots;
 mod urls;
 
-pub use extract::{extract, links, Extraction, Extracted, Skipped};
+pub use extract::{extract, links, Extracted, Extraction, Skipped};
 pub use robots::Robots;
 pub use urls::{decode_page, in_scope, normalize, Scope};
 

@@ -27,7 +27,10 @@ pub fn in_scope(u: &Url, scope: &Scope) -> Option<&'static str> {
     if !matches!(u.scheme(), "http" | "https") {
         return Some("not http");
     }
-    if u.scheme() != scope.origin.scheme() || u.host_str() != scope.origin.host_str() || u.port_or_known_default() != scope.origin.port_or_known_default() {
+    if u.scheme() != scope.origin.scheme()
+        || u.host_str() != scope.origin.host_str()
+        || u.port_or_known_default() != scope.origin.port_or_known_default()
+    {
         return Some("off-site");
     }
     let path = u.path();
@@ -74,7 +77,11 @@ mod tests {
         let u = Url::parse("http://h.test:8000/gha/caching.html?ref=sidebar#x").unwrap();
         assert_eq!(normalize(&u, false).as_str(), "http://h.test:8000/gha/caching.html");
         assert_eq!(normalize(&u, true).as_str(), "http://h.test:8000/gha/caching.html?ref=sidebar");
-        let scope = Scope { origin: Url::parse("http://h.test:8000/").unwrap(), prefixes: vec!["/gha/".into()], robots: Robots::parse("User-agent: *\nDisallow: /gha/drafts/\n") };
+        let scope = Scope {
+            origin: Url::parse("http://h.test:8000/").unwrap(),
+            prefixes: vec!["/gha/".into()],
+            robots: Robots::parse("User-agent: *\nDisallow: /gha/drafts/\n"),
+        };
         assert_eq!(in_scope(&u, &scope), None);
         for (s, why) in [
             ("http://h.test:8080/gha/a.html", "off-site"),

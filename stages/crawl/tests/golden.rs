@@ -31,13 +31,22 @@ fn profiles() -> BTreeMap<String, Profile> {
 type Row = (String, String, String, String, u64);
 
 fn golden(profile: &str, backend: &str) -> Vec<Row> {
-    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(site().join("golden-pairs.json")).unwrap()).unwrap();
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(site().join("golden-pairs.json")).unwrap()).unwrap();
     g["pairs"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|p| p["profile"] == profile && p["backends"].as_array().unwrap().iter().any(|b| b == backend))
-        .map(|p| (p["url"].as_str().unwrap().into(), p["title"].as_str().unwrap().into(), p["description"].as_str().unwrap().into(), p["reference"].as_str().unwrap().into(), p["position"].as_u64().unwrap()))
+        .map(|p| {
+            (
+                p["url"].as_str().unwrap().into(),
+                p["title"].as_str().unwrap().into(),
+                p["description"].as_str().unwrap().into(),
+                p["reference"].as_str().unwrap().into(),
+                p["position"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -47,7 +56,8 @@ fn crawl(p: &Profile) -> (Vec<Row>, Vec<String>, BTreeMap<String, usize>) {
     let origin = Url::parse("http://docs.test/").unwrap();
     let robots = Robots::parse(&std::fs::read_to_string(site().join("robots.txt")).unwrap());
     let scope = Scope { origin: origin.clone(), prefixes: p.allowed_prefixes.clone(), robots };
-    let mut queue: VecDeque<Url> = p.start_urls.iter().map(|s| normalize(&origin.join(s).unwrap(), p.keep_query)).collect();
+    let mut queue: VecDeque<Url> =
+        p.start_urls.iter().map(|s| normalize(&origin.join(s).unwrap(), p.keep_query)).collect();
     let mut seen: HashSet<Url> = queue.iter().cloned().collect();
     let (mut rows, mut pages, mut skipped) = (Vec::new(), Vec::new(), BTreeMap::new());
     while let Some(u) = queue.pop_front() {
@@ -75,7 +85,8 @@ fn crawl(p: &Profile) -> (Vec<Row>, Vec<String>, BTreeMap<String, usize>) {
 
 #[test]
 fn every_profile_extracts_the_golden_http_pairs() {
-    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(site().join("golden-pairs.json")).unwrap()).unwrap();
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(site().join("golden-pairs.json")).unwrap()).unwrap();
     let profiles = profiles();
     assert_eq!(profiles.len(), 5);
     let mut total = 0;
@@ -88,9 +99,15 @@ fn every_profile_extracts_the_golden_http_pairs() {
         assert_eq!(rows.len(), want.len(), "profile {name}: pair count");
         let summary = &g["summary"][name];
         assert_eq!(rows.len() as u64, summary["pairs_http"].as_u64().unwrap(), "{name}");
-        let want_pages: Vec<String> = summary["pages"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        let want_pages: Vec<String> =
+            summary["pages"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
         assert_eq!(pages, want_pages, "profile {name}: pages in crawl order");
-        let want_skipped: BTreeMap<String, usize> = summary["skipped"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap() as usize)).collect();
+        let want_skipped: BTreeMap<String, usize> = summary["skipped"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap() as usize))
+            .collect();
         assert_eq!(skipped, want_skipped, "profile {name}: skipped blocks by reason");
         total += rows.len();
     }
@@ -105,5 +122,8 @@ fn removing_every_table_loses_circleci_admonitions() {
     p.remove.push("table".into());
     let (lose, _, _) = crawl(&p);
     assert_eq!(keep.len(), lose.len());
-    assert!(keep.iter().zip(&lose).any(|(a, b)| a.2.len() > b.2.len()), "some description must lose an admonition's text");
+    assert!(
+        keep.iter().zip(&lose).any(|(a, b)| a.2.len() > b.2.len()),
+        "some description must lose an admonition's text"
+    );
 }

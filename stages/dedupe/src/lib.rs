@@ -100,7 +100,11 @@ mod tests {
 
     #[test]
     fn exact_and_none_modes_keep_more_with_distinct_ids() {
-        let rows = vec![raw("1", "T", "D", "a: 1", "a", 0), raw("2", "T", "D", "a: 1 ", "b", 1), raw("3", "T", "D", "a: 1", "c", 2)];
+        let rows = vec![
+            raw("1", "T", "D", "a: 1", "a", 0),
+            raw("2", "T", "D", "a: 1 ", "b", 1),
+            raw("3", "T", "D", "a: 1", "c", 2),
+        ];
         let e = dedupe(&rows, Mode::Exact);
         assert_eq!(e.len(), 2);
         assert_ne!(e[0].pair_id, e[1].pair_id);

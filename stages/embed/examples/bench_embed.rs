@@ -46,8 +46,13 @@ fn main() -> Result<()> {
     };
     let dir = assets.join("models/all-minilm-l6-v2");
     let t0 = Instant::now();
-    let e = Embedder::load_with(&dir.join("model.safetensors"), &dir.join("tokenizer.json"), &dir.join("config.json"), opts.clone())
-        .with_context(|| format!("loading the model from {} (run `doc2ci setup`)", dir.display()))?;
+    let e = Embedder::load_with(
+        &dir.join("model.safetensors"),
+        &dir.join("tokenizer.json"),
+        &dir.join("config.json"),
+        opts.clone(),
+    )
+    .with_context(|| format!("loading the model from {} (run `doc2ci setup`)", dir.display()))?;
     let load_s = t0.elapsed().as_secs_f64();
     let tokens: usize = e.token_ids(&refs)?.iter().map(Vec::len).sum();
 

@@ -111,7 +111,10 @@ impl Encoder {
         };
         let word = get("embeddings.word_embeddings.weight", &[t_rows(t, "embeddings.word_embeddings.weight")?, h])?;
         let pos = get("embeddings.position_embeddings.weight", &[cfg.max_positions, h])?;
-        let types = get("embeddings.token_type_embeddings.weight", &[t_rows(t, "embeddings.token_type_embeddings.weight")?, h])?;
+        let types = get(
+            "embeddings.token_type_embeddings.weight",
+            &[t_rows(t, "embeddings.token_type_embeddings.weight")?, h],
+        )?;
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let p = format!("encoder.layer.{l}");
@@ -161,7 +164,11 @@ impl Encoder {
             self.forward(ws, &seqs, par)
         };
         if threads > 1 && batches.len() >= 2 * threads {
-            batches.par_iter().with_max_len(1).map_init(Workspace::default, |ws, b| run(ws, b, Parallelism::None)).collect()
+            batches
+                .par_iter()
+                .with_max_len(1)
+                .map_init(Workspace::default, |ws, b| run(ws, b, Parallelism::None))
+                .collect()
         } else {
             let par = if threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
             let mut ws = Workspace::default();
@@ -241,21 +248,43 @@ impl Encoder {
                 // columns head*d..head*d+d, and an n×n score block.
                 unsafe {
                     gemm_panels(
-                        n, n, d,
-                        scores.as_mut_ptr(), n as isize,
-                        qkv.as_ptr().add(q), 1, h3 as isize,
-                        qkv.as_ptr().add(k), h3 as isize, 1,
-                        scale, Parallelism::None,
+                        n,
+                        n,
+                        d,
+                        scores.as_mut_ptr(),
+                        n as isize,
+                        qkv.as_ptr().add(q),
+                        1,
+                        h3 as isize,
+                        qkv.as_ptr().add(k),
+                        h3 as isize,
+                        1,
+                        scale,
+                        Parallelism::None,
                     );
                 }
                 simd::softmax_rows(scores, n);
                 unsafe {
                     gemm::gemm(
-                        n, d, n,
-                        ctx.as_mut_ptr().add(off * h + head * d), 1, h as isize, false,
-                        scores.as_ptr(), 1, n as isize,
-                        qkv.as_ptr().add(v), 1, h3 as isize,
-                        0.0, 1.0, false, false, false, Parallelism::None,
+                        n,
+                        d,
+                        n,
+                        ctx.as_mut_ptr().add(off * h + head * d),
+                        1,
+                        h as isize,
+                        false,
+                        scores.as_ptr(),
+                        1,
+                        n as isize,
+                        qkv.as_ptr().add(v),
+                        1,
+                        h3 as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        Parallelism::None,
                     );
                 }
             }
@@ -274,7 +303,8 @@ impl Encoder {
 }
 
 fn t_rows(t: &HashMap<String, Tensor>, name: &str) -> Result<usize> {
-    let tensor = t.get(name).or_else(|| t.get(&format!("bert.{name}"))).with_context(|| format!("weights lack {name}"))?;
+    let tensor =
+        t.get(name).or_else(|| t.get(&format!("bert.{name}"))).with_context(|| format!("weights lack {name}"))?;
     Ok(tensor.dims().first().copied().unwrap_or(0))
 }
 
@@ -282,7 +312,23 @@ fn t_rows(t: &HashMap<String, Tensor>, name: &str) -> Result<usize> {
 fn matmul_t(out: &mut [f32], a: &[f32], w: &[f32], m: usize, n: usize, k: usize, par: Parallelism) {
     assert!(out.len() >= m * n && a.len() >= m * k && w.len() >= n * k);
     // SAFETY: the asserted lengths cover every element the strides below address.
-    unsafe { gemm_panels(m, n, k, out.as_mut_ptr(), n as isize, a.as_ptr(), 1, k as isize, w.as_ptr(), k as isize, 1, 1.0, par) }
+    unsafe {
+        gemm_panels(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            n as isize,
+            a.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            k as isize,
+            1,
+            1.0,
+            par,
+        )
+    }
 }
 
 /// Output columns per gemm call. gemm 0.19 changes strategy once the output is wider than 48 columns,
@@ -297,21 +343,43 @@ const PANEL: usize = 16;
 /// Every element addressed by the sizes and strides must lie inside the pointed-to buffers.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_panels(
-    m: usize, n: usize, k: usize,
-    dst: *mut f32, dst_rs: isize,
-    lhs: *const f32, lhs_cs: isize, lhs_rs: isize,
-    rhs: *const f32, rhs_cs: isize, rhs_rs: isize,
-    scale: f32, par: Parallelism,
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: isize,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+    scale: f32,
+    par: Parallelism,
 ) {
     let mut j = 0;
     while j < n {
         let w = PANEL.min(n - j);
         gemm::gemm(
-            m, w, k,
-            dst.add(j), 1, dst_rs, false,
-            lhs, lhs_cs, lhs_rs,
-            rhs.offset(j as isize * rhs_cs), rhs_cs, rhs_rs,
-            0.0, scale, false, false, false, par,
+            m,
+            w,
+            k,
+            dst.add(j),
+            1,
+            dst_rs,
+            false,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs.offset(j as isize * rhs_cs),
+            rhs_cs,
+            rhs_rs,
+            0.0,
+            scale,
+            false,
+            false,
+            false,
+            par,
         );
         j += w;
     }

@@ -88,10 +88,10 @@ impl Embedder {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
         tok.with_padding(None);
 
-        let cfg_text = std::fs::read_to_string(config)
-            .with_context(|| format!("reading model config {}", config.display()))?;
-        let bert_cfg: candle_transformers::models::bert::Config = serde_json::from_str(&cfg_text)
-            .with_context(|| format!("parsing model config {}", config.display()))?;
+        let cfg_text =
+            std::fs::read_to_string(config).with_context(|| format!("reading model config {}", config.display()))?;
+        let bert_cfg: candle_transformers::models::bert::Config =
+            serde_json::from_str(&cfg_text).with_context(|| format!("parsing model config {}", config.display()))?;
         let cfg = fused::Config::from_json(&cfg_text)
             .with_context(|| format!("parsing model config {}", config.display()))?;
         if cfg.max_positions < MAX_TOKENS {
@@ -120,10 +120,7 @@ impl Embedder {
 
     /// Word-piece ids (with [CLS]/[SEP], truncated at 256) exactly as the model sees them.
     pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        let enc = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
+        let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
         Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 

@@ -44,8 +44,7 @@ fn exp(x: f32) -> f32 {
     let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
     let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
     let z = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
         * r
         + 0.5;
     let y = p * z + r + 1.0;
@@ -249,8 +248,7 @@ mod tests {
         let mut x = row.clone();
         residual_layernorm(&mut x, &y, &bias, &gamma, &beta, 1e-12);
         for r in 0..2 {
-            let v: Vec<f64> =
-                (0..n).map(|c| (row[r * n + c] + y[r * n + c] + bias[c]) as f64).collect();
+            let v: Vec<f64> = (0..n).map(|c| (row[r * n + c] + y[r * n + c] + bias[c]) as f64).collect();
             let mean = v.iter().sum::<f64>() / n as f64;
             let var = v.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n as f64;
             for c in 0..n {

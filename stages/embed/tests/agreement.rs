@@ -40,7 +40,12 @@ fn reference() -> Reference {
         let raw = &rows[t["id"].as_str().unwrap()][t["column"].as_str().unwrap()];
         let text = common::clean(raw);
         let sha: String = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(sha, t["sha256"].as_str().unwrap(), "text {k} ({file} ID {}) cleans differently from the peer", t["id"]);
+        assert_eq!(
+            sha,
+            t["sha256"].as_str().unwrap(),
+            "text {k} ({file} ID {}) cleans differently from the peer",
+            t["id"]
+        );
         texts.push(text);
     }
     let raw = std::fs::read(dir.join("reference.f32")).unwrap();

@@ -71,7 +71,11 @@ mod tests {
 
     #[test]
     fn ranks_by_shared_rare_words() {
-        let idx = Bm25::new(["cache node modules with actions cache", "matrix of operating systems", "upload artifact after build"]);
+        let idx = Bm25::new([
+            "cache node modules with actions cache",
+            "matrix of operating systems",
+            "upload artifact after build",
+        ]);
         let r = idx.rank("How do I cache dependencies?");
         assert_eq!(r[0].0, 0);
         assert_eq!(r.len(), 1);

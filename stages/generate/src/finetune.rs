@@ -26,7 +26,9 @@ pub fn assign_folds(pairs: &[Pair], k: usize) -> Vec<Group<'_>> {
     let mut order: Vec<(String, String)> = Vec::new();
     let mut groups: HashMap<(String, String), Vec<&Pair>> = HashMap::new();
     let mut sorted: Vec<&Pair> = pairs.iter().collect();
-    sorted.sort_by(|a, b| (a.service.as_str(), a.position, a.pair_id.as_str()).cmp(&(b.service.as_str(), b.position, b.pair_id.as_str())));
+    sorted.sort_by(|a, b| {
+        (a.service.as_str(), a.position, a.pair_id.as_str()).cmp(&(b.service.as_str(), b.position, b.pair_id.as_str()))
+    });
     for p in sorted {
         let key = (p.service.clone(), format!("{}\u{0}{}", collapse_ws(&p.title), collapse_ws(&p.description)));
         let g = groups.entry(key.clone()).or_default();
@@ -71,7 +73,14 @@ pub fn train_line(g: &Group, display: &str) -> ChatLine {
     let p = g.pairs[0];
     let mut messages = zero_shot(display, p);
     messages.push(Msg::new("assistant", normalize_reference(&p.reference)));
-    ChatLine { messages, pair_id: p.pair_id.clone(), service: p.service.clone(), source: p.source.clone(), id: p.source_id.clone(), fold: g.fold }
+    ChatLine {
+        messages,
+        pair_id: p.pair_id.clone(),
+        service: p.service.clone(),
+        source: p.source.clone(),
+        id: p.source_id.clone(),
+        fold: g.fold,
+    }
 }
 
 /// Test lines of a group: one per pair (they share the prompt), so every pair gets an output
@@ -79,6 +88,13 @@ pub fn train_line(g: &Group, display: &str) -> ChatLine {
 pub fn test_lines(g: &Group, display: &str) -> Vec<ChatLine> {
     g.pairs
         .iter()
-        .map(|p| ChatLine { messages: zero_shot(display, p), pair_id: p.pair_id.clone(), service: p.service.clone(), source: p.source.clone(), id: p.source_id.clone(), fold: g.fold })
+        .map(|p| ChatLine {
+            messages: zero_shot(display, p),
+            pair_id: p.pair_id.clone(),
+            service: p.service.clone(),
+            source: p.source.clone(),
+            id: p.source_id.clone(),
+            fold: g.fold,
+        })
         .collect()
 }

@@ -59,7 +59,8 @@ pub struct PromptOptions {
 /// A copy shares the whitespace-collapsed title+description, or the normalised reference.
 pub fn is_copy(a: &Pair, b: &Pair) -> bool {
     a.pair_id == b.pair_id
-        || (collapse_ws(&a.title) == collapse_ws(&b.title) && collapse_ws(&a.description) == collapse_ws(&b.description))
+        || (collapse_ws(&a.title) == collapse_ws(&b.title)
+            && collapse_ws(&a.description) == collapse_ws(&b.description))
         || normalize_reference(&a.reference) == normalize_reference(&b.reference)
 }
 
@@ -107,7 +108,12 @@ impl<'a> Prompter<'a> {
     /// The `retrieval` most similar sections by BM25 over title and prose, never a copy of `pair`.
     pub fn retrieve(&self, index: &Bm25, pair: &Pair) -> Vec<&'a Pair> {
         let ranked = index.rank(&section_query(pair));
-        ranked.into_iter().map(|(i, _)| &self.pairs[i]).filter(|p| !is_copy(p, pair)).take(self.opts.retrieval).collect()
+        ranked
+            .into_iter()
+            .map(|(i, _)| &self.pairs[i])
+            .filter(|p| !is_copy(p, pair))
+            .take(self.opts.retrieval)
+            .collect()
     }
 
     pub fn index(&self) -> Option<&Bm25> {
@@ -318,7 +324,10 @@ mod tests {
     fn degenerate_kinds() {
         assert_eq!(degenerate("  \n", false), Some(Degenerate::Empty));
         assert_eq!(degenerate("I cannot help with that request.", false), Some(Degenerate::Prose));
-        assert_eq!(degenerate("Here is the configuration you asked for:\nIt runs tests.", false), Some(Degenerate::Prose));
+        assert_eq!(
+            degenerate("Here is the configuration you asked for:\nIt runs tests.", false),
+            Some(Degenerate::Prose)
+        );
         let looped = format!("on: push\njobs:\n{}", "# This workflow runs on push\n".repeat(20));
         assert_eq!(degenerate(&looped, true), Some(Degenerate::Repetitive));
         assert_eq!(degenerate(&"abc ".repeat(100), true), Some(Degenerate::Repetitive));

@@ -61,7 +61,7 @@ fn corpus() -> Vec<Pair> {
     vec![
         pair("gha", "Caching", "Cache npm dependencies with actions cache.", "on: push\njobs: {a: 1}", 0),
         pair("gha", "Caching", "Cache   npm dependencies with actions cache.", "on: push\njobs: {b: 2}", 1), // copy: same description
-        pair("gha", "Other title", "Different prose.", "on: push\njobs: {a: 1}  \n", 2),                        // copy: same reference
+        pair("gha", "Other title", "Different prose.", "on: push\njobs: {a: 1}  \n", 2), // copy: same reference
         pair("gha", "Cache pip", "Cache pip dependencies with actions cache for Python.", "on: push\njobs: {c: 3}", 3),
         pair("gha", "Matrix", "Run a matrix of node versions.", "on: push\njobs: {d: 4}", 4),
         pair("gha", "Artifacts", "Upload build artifacts.", "on: push\njobs: {e: 5}", 5),
@@ -82,14 +82,21 @@ fn few_shot_never_uses_the_pair_or_a_copy_and_is_deterministic() {
     }
     let pr = Prompter::new("GitHub Actions", &pairs, PromptOptions { few_shot: 2, ..Default::default() });
     let m = pr.messages(&pairs[0]);
-    assert_eq!(m.iter().map(|m| m.role.as_str()).collect::<Vec<_>>(), ["system", "user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(
+        m.iter().map(|m| m.role.as_str()).collect::<Vec<_>>(),
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
     assert_eq!(m.last().unwrap().content, zero_shot("GitHub Actions", &pairs[0])[1].content);
 }
 
 #[test]
 fn retrieval_quotes_similar_sections_but_no_copy() {
     let pairs = corpus();
-    let pr = Prompter::new("GitHub Actions", &pairs, PromptOptions { retrieval: 2, retrieval_chars: 400, ..Default::default() });
+    let pr = Prompter::new(
+        "GitHub Actions",
+        &pairs,
+        PromptOptions { retrieval: 2, retrieval_chars: 400, ..Default::default() },
+    );
     let hits = pr.retrieve(pr.index().unwrap(), &pairs[0]);
     assert_eq!(hits[0].position, 3, "the pip caching section is the closest non-copy");
     assert!(hits.iter().all(|h| ![0, 1, 2].contains(&h.position)));
@@ -103,13 +110,21 @@ fn retrieval_quotes_similar_sections_but_no_copy() {
 fn repair_prompt_carries_task_output_and_errors_with_paths() {
     let p = pair("gha", "T", "D", "x: 1", 0);
     let orig = zero_shot("GitHub Actions", &p);
-    let errs = vec!["/jobs/build: \"runs-on\" is a required property".to_string(), "/on: 3 is not of type \"string\"".to_string()];
+    let errs = vec![
+        "/jobs/build: \"runs-on\" is a required property".to_string(),
+        "/on: 3 is not of type \"string\"".to_string(),
+    ];
     let m = repair_messages(&orig, "GitHub Actions", "on: 3\njobs:\n  build: {}\n", &errs);
     assert_eq!(&m[..2], &orig[..]);
     assert_eq!(m[2].role, "assistant");
     assert_eq!(m[2].content, "on: 3\njobs:\n  build: {}\n");
     assert_eq!(m[3].role, "user");
-    assert!(m[3].content.contains("- /jobs/build: \"runs-on\" is a required property\n- /on: 3 is not of type \"string\"\n"), "{}", m[3].content);
+    assert!(
+        m[3].content
+            .contains("- /jobs/build: \"runs-on\" is a required property\n- /on: 3 is not of type \"string\"\n"),
+        "{}",
+        m[3].content
+    );
 }
 
 #[test]

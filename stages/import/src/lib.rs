@@ -53,7 +53,18 @@ impl ColumnMap {
 
     /// Generic formats default to the field names themselves; `overrides` renames.
     pub fn for_format(format: &str, overrides: &BTreeMap<String, String>) -> Result<Self, String> {
-        const FIELDS: &[&str] = &["id", "url", "title", "description", "reference", "output", "raw_output", "latency_s", "latency_ms", "error"];
+        const FIELDS: &[&str] = &[
+            "id",
+            "url",
+            "title",
+            "description",
+            "reference",
+            "output",
+            "raw_output",
+            "latency_s",
+            "latency_ms",
+            "error",
+        ];
         let mut base = if format == "llm4ci" {
             Self::llm4ci()
         } else {
@@ -95,7 +106,9 @@ pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Rec
 
 fn csv_error_text(e: &csv::Error) -> String {
     match e.kind() {
-        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => format!("{len} fields where the header has {expected_len}"),
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+            format!("{len} fields where the header has {expected_len}")
+        }
         csv::ErrorKind::Utf8 { .. } => "invalid UTF-8".to_string(),
         _ => e.to_string(),
     }
@@ -142,7 +155,10 @@ impl Record {
         match self.fields.get(map.col(field)) {
             Some(Some(v)) => Ok(v),
             Some(None) => Ok(""),
-            None => Err(ImportError { line: self.line, message: format!("missing column `{}` (for {field})", map.col(field)) }),
+            None => Err(ImportError {
+                line: self.line,
+                message: format!("missing column `{}` (for {field})", map.col(field)),
+            }),
         }
     }
     fn id(&self, map: &ColumnMap) -> Result<String, ImportError> {
@@ -155,7 +171,13 @@ impl Record {
 }
 
 /// A record as a pair of `service`, from source `source`, at `position` in it.
-pub fn to_raw_pair(rec: &Record, map: &ColumnMap, service: &str, source: &str, position: u64) -> Result<RawPair, ImportError> {
+pub fn to_raw_pair(
+    rec: &Record,
+    map: &ColumnMap,
+    service: &str,
+    source: &str,
+    position: u64,
+) -> Result<RawPair, ImportError> {
     let id = rec.id(map)?;
     let title = rec.require(map, "title")?.to_string();
     let description = rec.require(map, "description")?.to_string();
@@ -191,10 +213,10 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
     let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
         match rec.get(map, field).map(str::trim) {
             None | Some("") => Ok(None),
-            Some(v) => v
-                .parse::<f64>()
-                .map(|x| Some(x * scale))
-                .map_err(|_| ImportError { line: rec.line, message: format!("`{}` is not a number: {v:?}", map.col(field)) }),
+            Some(v) => v.parse::<f64>().map(|x| Some(x * scale)).map_err(|_| ImportError {
+                line: rec.line,
+                message: format!("`{}` is not a number: {v:?}", map.col(field)),
+            }),
         }
     };
     let latency_ms = match number("latency_ms", 1.0)? {
@@ -203,7 +225,14 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
     };
     let error = rec.get(map, "error").filter(|e| !e.is_empty()).map(str::to_string);
     let raw = rec.get(map, "raw_output").map(str::to_string).unwrap_or_else(|| output.clone());
-    Ok(OutputRecord { line: rec.line, id, output: if error.is_some() && output.is_empty() { None } else { Some(output) }, raw_output: Some(raw), latency_ms, error })
+    Ok(OutputRecord {
+        line: rec.line,
+        id,
+        output: if error.is_some() && output.is_empty() { None } else { Some(output) },
+        raw_output: Some(raw),
+        latency_ms,
+        error,
+    })
 }
 
 /// What happened to a file's outputs when attached to the deduplicated pairs.
@@ -238,10 +267,16 @@ impl<'a> Attacher<'a> {
     /// `Ok(None)` for the output of a dropped copy.
     pub fn attach(&mut self, out: OutputRecord) -> Result<Option<Generation>, ImportError> {
         let Some(&(pair, kept)) = self.by_id.get(out.id.as_str()) else {
-            return Err(ImportError { line: out.line, message: format!("ID {} matches no pair of the source", out.id) });
+            return Err(ImportError {
+                line: out.line,
+                message: format!("ID {} matches no pair of the source", out.id),
+            });
         };
         if let Some(first) = self.seen.insert(out.id.clone(), out.line) {
-            return Err(ImportError { line: out.line, message: format!("ID {} repeats the output at line {first}", out.id) });
+            return Err(ImportError {
+                line: out.line,
+                message: format!("ID {} repeats the output at line {first}", out.id),
+            });
         }
         if !kept {
             return Ok(None);
@@ -281,7 +316,10 @@ mod tests {
         assert_eq!(recs[0].line, 2);
         assert_eq!(recs[1].line, 5);
         let p = to_raw_pair(&recs[0], &ColumnMap::llm4ci(), "gha", "docs", 0).unwrap();
-        assert_eq!((p.description.as_str(), p.reference.as_str(), p.source_id.as_str()), ("multi\nline", "on: push\n", "1"));
+        assert_eq!(
+            (p.description.as_str(), p.reference.as_str(), p.source_id.as_str()),
+            ("multi\nline", "on: push\n", "1")
+        );
     }
 
     #[test]
@@ -303,7 +341,10 @@ mod tests {
     #[test]
     fn jsonl_with_column_map() {
         let map = ColumnMap::for_format("jsonl", &[("reference".to_string(), "yaml".to_string())].into()).unwrap();
-        let recs: Vec<_> = jsonl_records("{\"id\": 7, \"title\": \"t\", \"description\": \"d\", \"yaml\": \"a: 1\"}\n\n".as_bytes()).collect::<Result<_, _>>().unwrap();
+        let recs: Vec<_> =
+            jsonl_records("{\"id\": 7, \"title\": \"t\", \"description\": \"d\", \"yaml\": \"a: 1\"}\n\n".as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
         let p = to_raw_pair(&recs[0], &map, "gha", "s", 0).unwrap();
         assert_eq!((p.source_id.as_str(), p.reference.as_str()), ("7", "a: 1"));
         let e = jsonl_records("{oops\n".as_bytes()).next().unwrap().unwrap_err();
@@ -329,7 +370,14 @@ mod tests {
         };
         let pairs = vec![pair];
         let mut a = Attacher::new(&pairs, "docs", "gha", "m");
-        let out = |id: &str, line| OutputRecord { line, id: id.into(), output: Some("on: push".into()), raw_output: None, latency_ms: Some(3.0), error: None };
+        let out = |id: &str, line| OutputRecord {
+            line,
+            id: id.into(),
+            output: Some("on: push".into()),
+            raw_output: None,
+            latency_ms: Some(3.0),
+            error: None,
+        };
         let g = a.attach(out("1", 2)).unwrap().unwrap();
         assert_eq!((g.pair_id.as_str(), g.model.as_str(), g.degenerate), ("p", "m", false));
         assert_eq!(a.attach(out("5", 3)).unwrap(), None);
@@ -339,7 +387,10 @@ mod tests {
 
     #[test]
     fn seconds_become_milliseconds() {
-        let recs: Vec<_> = csv_records("ID,LLM_YML_Output,Time\n1,a: 1,1.5\n2,,\n".as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        let recs: Vec<_> = csv_records("ID,LLM_YML_Output,Time\n1,a: 1,1.5\n2,,\n".as_bytes())
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         let o = to_output(&recs[0], &ColumnMap::llm4ci()).unwrap();
         assert_eq!(o.latency_ms, Some(1500.0));
         assert_eq!(to_output(&recs[1], &ColumnMap::llm4ci()).unwrap().latency_ms, None);

@@ -27,7 +27,13 @@ async fn main() {
         limits: Limits { concurrency: c, retries: 0, ..Limits::default() },
     })
     .unwrap();
-    let req = Arc::new(Request { messages: vec![Message::new("user", "Hi")], temperature: 0.0, max_tokens: k, seed: None, extra: Default::default() });
+    let req = Arc::new(Request {
+        messages: vec![Message::new("user", "Hi")],
+        temperature: 0.0,
+        max_tokens: k,
+        seed: None,
+        extra: Default::default(),
+    });
     // Warm-up (connection, server prompt cache), not timed.
     b.chat(&req).await.unwrap();
     let cpu0 = cpu_seconds();

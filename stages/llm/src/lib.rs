@@ -195,7 +195,9 @@ pub fn parse_openai(v: &Value) -> Result<(String, Option<String>, Option<u32>, O
         Some(Value::String(s)) => s.clone(),
         // Reasoning or tool-calling models may send null content; an empty answer is still an answer.
         Some(Value::Null) | None => String::new(),
-        Some(other) => return Err(format!("choices[0].message.content is not a string: {}", snippet(&other.to_string()))),
+        Some(other) => {
+            return Err(format!("choices[0].message.content is not a string: {}", snippet(&other.to_string())))
+        }
     };
     let finish = choice.get("finish_reason").and_then(|f| f.as_str()).map(str::to_string);
     let usage = v.get("usage");
@@ -315,7 +317,13 @@ struct Failure {
 }
 
 impl Pool {
-    fn new(kind: &'static str, base_urls: &[String], path: &str, model: &str, limits: Limits) -> Result<Pool, LlmError> {
+    fn new(
+        kind: &'static str,
+        base_urls: &[String],
+        path: &str,
+        model: &str,
+        limits: Limits,
+    ) -> Result<Pool, LlmError> {
         if base_urls.is_empty() {
             return Err(LlmError::Other(format!("{kind} model={model}: no base_url configured")));
         }
@@ -335,8 +343,14 @@ impl Pool {
                 url,
                 sem: Semaphore::new(limits.concurrency),
                 load: AtomicUsize::new(0),
-                spacing: limits.requests_per_minute.filter(|&r| r > 0).map(|r| Spacing::new(Duration::from_secs_f64(60.0 / r as f64))),
-                tokens: limits.tokens_per_minute.filter(|&t| t > 0).map(|t| TokenWindow::new(t as u64, Duration::from_secs(60))),
+                spacing: limits
+                    .requests_per_minute
+                    .filter(|&r| r > 0)
+                    .map(|r| Spacing::new(Duration::from_secs_f64(60.0 / r as f64))),
+                tokens: limits
+                    .tokens_per_minute
+                    .filter(|&t| t > 0)
+                    .map(|t| TokenWindow::new(t as u64, Duration::from_secs(60))),
             });
         }
         let client = reqwest::Client::builder()
@@ -369,8 +383,15 @@ impl Pool {
         best.map(|(i, _)| i).unwrap_or(0)
     }
 
-    async fn run(&self, req: &Request, body: &Value, key: Option<&str>, parse: fn(&Value) -> Result<Parsed, String>) -> Result<Reply, LlmError> {
-        let body = serde_json::to_vec(body).map_err(|e| LlmError::Other(format!("{} model={}: request body: {e}", self.kind, self.model)))?;
+    async fn run(
+        &self,
+        req: &Request,
+        body: &Value,
+        key: Option<&str>,
+        parse: fn(&Value) -> Result<Parsed, String>,
+    ) -> Result<Reply, LlmError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| LlmError::Other(format!("{} model={}: request body: {e}", self.kind, self.model)))?;
         // Rough prompt size for the token limiter, corrected from the server's usage afterwards.
         let estimate = req.messages.iter().map(|m| m.content.len() as u64 / 4 + 4).sum::<u64>() + req.max_tokens as u64;
         let started = Instant::now();
@@ -382,7 +403,11 @@ impl Pool {
             let ep = &self.endpoints[i];
             ep.load.fetch_add(1, Ordering::Relaxed);
             let result = async {
-                let _permit = ep.sem.acquire().await.map_err(|_| Failure { err: LlmError::Other("endpoint closed".into()), retry_after: None })?;
+                let _permit = ep
+                    .sem
+                    .acquire()
+                    .await
+                    .map_err(|_| Failure { err: LlmError::Other("endpoint closed".into()), retry_after: None })?;
                 if let Some(s) = &ep.spacing {
                     s.wait().await;
                 }
@@ -428,7 +453,9 @@ impl Pool {
                 }
                 Err(f) => {
                     return Err(match f.err {
-                        LlmError::Retryable(m) if attempt > 1 => LlmError::Retryable(format!("{m} (gave up after {attempt} attempts)")),
+                        LlmError::Retryable(m) if attempt > 1 => {
+                            LlmError::Retryable(format!("{m} (gave up after {attempt} attempts)"))
+                        }
                         e => e,
                     })
                 }
@@ -437,7 +464,13 @@ impl Pool {
     }
 
     /// One HTTP exchange, time-capped as a whole and size-capped while reading the body.
-    async fn attempt(&self, ep: &Endpoint, body: &[u8], key: Option<&str>, parse: fn(&Value) -> Result<Parsed, String>) -> Result<Parsed, Failure> {
+    async fn attempt(
+        &self,
+        ep: &Endpoint,
+        body: &[u8],
+        key: Option<&str>,
+        parse: fn(&Value) -> Result<Parsed, String>,
+    ) -> Result<Parsed, Failure> {
         let timeout = Duration::from_millis(self.limits.timeout_ms.max(1));
         let what = format!("{} {} model={}", self.kind, ep.url, self.model);
         match tokio::time::timeout(timeout, self.exchange(ep, body, key, &what)).await {
@@ -451,7 +484,9 @@ impl Pool {
                 if bytes.iter().all(|b| b.is_ascii_whitespace()) {
                     return Err(bad("empty response body".into()));
                 }
-                let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("response body is not UTF-8 ({e}): {}", snippet(&String::from_utf8_lossy(&bytes)))))?;
+                let text = std::str::from_utf8(&bytes).map_err(|e| {
+                    bad(format!("response body is not UTF-8 ({e}): {}", snippet(&String::from_utf8_lossy(&bytes))))
+                })?;
                 let v: Value = serde_json::from_str(text).map_err(|e| {
                     let hint = if e.is_eof() { " (truncated?)" } else { "" };
                     bad(format!("response is not JSON{hint}: {e}: {}", snippet(text)))
@@ -480,14 +515,23 @@ impl Pool {
                 Ok(Some(c)) => {
                     if buf.len() + c.len() > MAX_BODY_BYTES {
                         return Err(Failure {
-                            err: LlmError::BadResponse(format!("{what}: response body exceeds {} MiB (HTTP {status}); stopped reading", MAX_BODY_BYTES >> 20)),
+                            err: LlmError::BadResponse(format!(
+                                "{what}: response body exceeds {} MiB (HTTP {status}); stopped reading",
+                                MAX_BODY_BYTES >> 20
+                            )),
                             retry_after: None,
                         });
                     }
                     buf.extend_from_slice(&c);
                 }
                 Ok(None) => break,
-                Err(e) => return Err(transport(what, &format!("reading the body of an HTTP {status} response after {} bytes", buf.len()), &e)),
+                Err(e) => {
+                    return Err(transport(
+                        what,
+                        &format!("reading the body of an HTTP {status} response after {} bytes", buf.len()),
+                        &e,
+                    ))
+                }
             }
         }
         if status.is_success() {
@@ -495,7 +539,11 @@ impl Pool {
         }
         let msg = format!("{what}: HTTP {status}: {}", snippet(&String::from_utf8_lossy(&buf)));
         let code = status.as_u16();
-        let err = if code == 429 || code == 408 || status.is_server_error() { LlmError::Retryable(msg) } else { LlmError::Http(msg) };
+        let err = if code == 429 || code == 408 || status.is_server_error() {
+            LlmError::Retryable(msg)
+        } else {
+            LlmError::Http(msg)
+        };
         Err(Failure { err, retry_after })
     }
 }
@@ -514,8 +562,15 @@ fn transport(what: &str, doing: &str, e: &reqwest::Error) -> Failure {
 
 /// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`); HTTP dates are ignored (backoff applies).
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok()).filter(|x| x.is_finite() && *x >= 0.0);
-    get("retry-after-ms").map(|ms| Duration::from_secs_f64(ms / 1e3)).or_else(|| get("retry-after").map(Duration::from_secs_f64))
+    let get = |k: &str| {
+        h.get(k)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|x| x.is_finite() && *x >= 0.0)
+    };
+    get("retry-after-ms")
+        .map(|ms| Duration::from_secs_f64(ms / 1e3))
+        .or_else(|| get("retry-after").map(Duration::from_secs_f64))
 }
 
 fn snippet(s: &str) -> String {

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use doc2ci_llm::{Backend, LlmError, Limits, Message, OpenAiConfig, Request};
+use doc2ci_llm::{Backend, Limits, LlmError, Message, OpenAiConfig, Request};
 
 fn gguf() -> PathBuf {
     let assets = std::env::var_os("DOC2CI_ASSETS")
@@ -80,11 +80,23 @@ impl Drop for LlamaServer {
 }
 
 fn backend(url: &str, limits: Limits) -> Arc<dyn Backend> {
-    doc2ci_llm::openai(OpenAiConfig { base_urls: vec![url.to_string()], model: "smollm2".into(), api_key_env: None, limits }).unwrap()
+    doc2ci_llm::openai(OpenAiConfig {
+        base_urls: vec![url.to_string()],
+        model: "smollm2".into(),
+        api_key_env: None,
+        limits,
+    })
+    .unwrap()
 }
 
 fn ask(q: &str, max_tokens: u32) -> Request {
-    Request { messages: vec![Message::new("user", q)], temperature: 0.0, max_tokens, seed: Some(1), extra: Default::default() }
+    Request {
+        messages: vec![Message::new("user", q)],
+        temperature: 0.0,
+        max_tokens,
+        seed: Some(1),
+        extra: Default::default(),
+    }
 }
 
 /// The greedy answer llama.cpp gave in-process (committed by the smollm crate's reference script).
@@ -123,7 +135,14 @@ async fn generates_through_a_real_server_and_reports_usage() {
 async fn survives_the_server_being_killed_and_restarted() {
     let port = free_port();
     let mut srv = LlamaServer::start(port);
-    let limits = Limits { concurrency: 2, retries: 30, backoff_initial_ms: 100, backoff_max_ms: 800, timeout_ms: 20_000, ..Limits::default() };
+    let limits = Limits {
+        concurrency: 2,
+        retries: 30,
+        backoff_initial_ms: 100,
+        backoff_max_ms: 800,
+        timeout_ms: 20_000,
+        ..Limits::default()
+    };
     let b = backend(&srv.url(), limits);
     let first = b.chat(&ask("What is 2+2?", 8)).await.unwrap();
     assert_eq!(first.attempts, 1);
@@ -180,9 +199,15 @@ async fn requests_per_minute_are_spaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_generation_times_out_as_retryable() {
     let srv = LlamaServer::start(free_port());
-    let b = backend(&srv.url(), Limits { retries: 1, backoff_initial_ms: 10, backoff_max_ms: 10, timeout_ms: 150, ..Limits::default() });
+    let b = backend(
+        &srv.url(),
+        Limits { retries: 1, backoff_initial_ms: 10, backoff_max_ms: 10, timeout_ms: 150, ..Limits::default() },
+    );
     let t = Instant::now();
     let e = b.chat(&ask("Write a very long story about continuous integration.", 400)).await.unwrap_err();
-    assert!(matches!(&e, LlmError::Retryable(m) if m.contains("timed out after 150 ms") && m.contains(&srv.url())), "{e:?}");
+    assert!(
+        matches!(&e, LlmError::Retryable(m) if m.contains("timed out after 150 ms") && m.contains(&srv.url())),
+        "{e:?}"
+    );
     assert!(t.elapsed() < Duration::from_secs(5));
 }

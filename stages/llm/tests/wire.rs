@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use doc2ci_llm::{LlmError, Limits, Message, OllamaConfig, OpenAiConfig, Request};
+use doc2ci_llm::{Limits, LlmError, Message, OllamaConfig, OpenAiConfig, Request};
 use serde_json::{json, Value};
 
 /// What the server saw: method+path, headers (lower-case names), body.
@@ -97,12 +97,23 @@ fn limits(retries: u32, timeout_ms: u64) -> Limits {
 }
 
 fn openai(urls: &[&String], l: Limits) -> Arc<dyn doc2ci_llm::Backend> {
-    doc2ci_llm::openai(OpenAiConfig { base_urls: urls.iter().map(|u| format!("{u}/v1")).collect(), model: "m".into(), api_key_env: None, limits: l })
-        .unwrap()
+    doc2ci_llm::openai(OpenAiConfig {
+        base_urls: urls.iter().map(|u| format!("{u}/v1")).collect(),
+        model: "m".into(),
+        api_key_env: None,
+        limits: l,
+    })
+    .unwrap()
 }
 
 fn req() -> Request {
-    Request { messages: vec![Message::new("user", "hi")], temperature: 0.0, max_tokens: 8, seed: None, extra: Default::default() }
+    Request {
+        messages: vec![Message::new("user", "hi")],
+        temperature: 0.0,
+        max_tokens: 8,
+        seed: None,
+        extra: Default::default(),
+    }
 }
 
 fn bad(e: LlmError, want: &str, url: &str) {
@@ -140,7 +151,9 @@ async fn garbage_empty_non_utf8_and_truncated_bodies_are_bad_responses() {
 async fn endless_body_is_size_capped_and_slow_drip_is_time_capped() {
     // Endless: no Content-Length, no end; the client must stop reading at its cap.
     let srv = serve(|_, _, s| {
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"choices\": [");
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"choices\": [",
+        );
         let chunk = vec![b' '; 1 << 16];
         while s.write_all(&chunk).is_ok() {}
     });
@@ -162,7 +175,9 @@ async fn endless_body_is_size_capped_and_slow_drip_is_time_capped() {
     let t = Instant::now();
     let e = openai(&[&srv.url], limits(1, 400)).chat(&req()).await.unwrap_err();
     match e {
-        LlmError::Retryable(m) => assert!(m.contains("timed out after 400 ms") && m.contains(&srv.url) && m.contains("2 attempts"), "{m}"),
+        LlmError::Retryable(m) => {
+            assert!(m.contains("timed out after 400 ms") && m.contains(&srv.url) && m.contains("2 attempts"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(srv.hits.load(Ordering::SeqCst), 2);
@@ -222,7 +237,10 @@ async fn status_codes_are_classified_and_retry_after_is_honoured() {
     // 429 forever → Retryable once retries are exhausted, naming status and body.
     let srv = serve(|_, _, s| respond(s, "429 Too Many Requests", "", b"{\"error\": \"quota\"}"));
     let e = openai(&[&srv.url], limits(2, 5_000)).chat(&req()).await.unwrap_err();
-    assert!(matches!(&e, LlmError::Retryable(m) if m.contains("429") && m.contains("quota") && m.contains(&srv.url)), "{e:?}");
+    assert!(
+        matches!(&e, LlmError::Retryable(m) if m.contains("429") && m.contains("quota") && m.contains(&srv.url)),
+        "{e:?}"
+    );
     assert_eq!(srv.hits.load(Ordering::SeqCst), 3);
 
     // 400 and 404 are not retried.
@@ -259,7 +277,10 @@ async fn openai_request_shape_key_extra_params_and_finish_reason() {
     assert_eq!(seen.line, "POST /v1/chat/completions HTTP/1.1");
     assert!(seen.headers.contains(&("authorization".into(), "Bearer sk-wire-secret".into())));
     assert_eq!(seen.body["model"], "qwen2.5-coder");
-    assert_eq!(seen.body["messages"], json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]));
+    assert_eq!(
+        seen.body["messages"],
+        json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}])
+    );
     assert_eq!(seen.body["seed"], 42);
     assert_eq!(seen.body["top_p"], 0.9);
     assert_eq!(seen.body["max_tokens"], 5);
@@ -276,7 +297,14 @@ async fn openai_request_shape_key_extra_params_and_finish_reason() {
     .err()
     .unwrap();
     assert!(matches!(&e, LlmError::Other(m) if m.contains("DOC2CI_TEST_UNSET_KEY_VAR")), "{e:?}");
-    let e = doc2ci_llm::openai(OpenAiConfig { base_urls: vec!["ftp://x".into()], model: "m".into(), api_key_env: None, limits: Limits::default() }).err().unwrap();
+    let e = doc2ci_llm::openai(OpenAiConfig {
+        base_urls: vec!["ftp://x".into()],
+        model: "m".into(),
+        api_key_env: None,
+        limits: Limits::default(),
+    })
+    .err()
+    .unwrap();
     assert!(matches!(&e, LlmError::Other(m) if m.contains("ftp://x")), "{e:?}");
 }
 
@@ -299,7 +327,11 @@ async fn pool_spreads_load_skips_dead_endpoints_and_caps_concurrency() {
     assert_eq!(ha + hb, 8);
     assert!(ha >= 2 && hb >= 2, "load spread {ha}/{hb}");
     assert!(a.in_flight_max.load(Ordering::SeqCst) <= 2 && b.in_flight_max.load(Ordering::SeqCst) <= 2);
-    assert!(t.elapsed() >= Duration::from_millis(400), "8 requests at 2+2 in flight take two rounds: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "8 requests at 2+2 in flight take two rounds: {:?}",
+        t.elapsed()
+    );
 }
 
 async fn futures_join(b: Arc<dyn doc2ci_llm::Backend>, n: usize) -> Vec<Result<doc2ci_llm::Reply, LlmError>> {
@@ -351,11 +383,21 @@ async fn ollama_native_chat_request_and_reply() {
             && b["keep_alive"] == "5m"
             && b.get("max_tokens").is_none();
         if !ok {
-            return respond(s, "400 Bad Request", "", json!({"error": format!("unexpected request {} {}", req.line, b)}).to_string().as_bytes());
+            return respond(
+                s,
+                "400 Bad Request",
+                "",
+                json!({"error": format!("unexpected request {} {}", req.line, b)}).to_string().as_bytes(),
+            );
         }
         if n == 0 {
             // Ollama answers 503 while a model is loading with OLLAMA_MAX_QUEUE exceeded.
-            return respond(s, "503 Service Unavailable", "", b"{\"error\":\"server busy, please try again.  maximum pending requests exceeded\"}");
+            return respond(
+                s,
+                "503 Service Unavailable",
+                "",
+                b"{\"error\":\"server busy, please try again.  maximum pending requests exceeded\"}",
+            );
         }
         let body = json!({
             "model": "qwen2.5-coder:7b", "created_at": "2026-11-29T23:00:00.000000Z",
@@ -365,7 +407,13 @@ async fn ollama_native_chat_request_and_reply() {
         });
         respond(s, "200 OK", "", body.to_string().as_bytes())
     });
-    let b = doc2ci_llm::ollama(OllamaConfig { base_urls: vec![srv.url.clone()], model: "qwen2.5-coder:7b".into(), num_ctx: Some(8192), limits: limits(2, 5_000) }).unwrap();
+    let b = doc2ci_llm::ollama(OllamaConfig {
+        base_urls: vec![srv.url.clone()],
+        model: "qwen2.5-coder:7b".into(),
+        num_ctx: Some(8192),
+        limits: limits(2, 5_000),
+    })
+    .unwrap();
     assert!(b.describe().starts_with("ollama "));
     let mut r = req();
     r.messages.insert(0, Message::new("system", "sys"));
@@ -381,13 +429,29 @@ async fn ollama_native_chat_request_and_reply() {
     assert_eq!(reply.endpoint, format!("{}/api/chat", srv.url));
 
     // Ollama's 404 for a model that is not pulled: a non-retryable error with its message.
-    let srv = serve(|_, _, s| respond(s, "404 Not Found", "", b"{\"error\":\"model \\\"nope\\\" not found, try pulling it first\"}"));
-    let b = doc2ci_llm::ollama(OllamaConfig { base_urls: vec![srv.url.clone()], model: "nope".into(), num_ctx: None, limits: limits(3, 5_000) }).unwrap();
+    let srv = serve(|_, _, s| {
+        respond(s, "404 Not Found", "", b"{\"error\":\"model \\\"nope\\\" not found, try pulling it first\"}")
+    });
+    let b = doc2ci_llm::ollama(OllamaConfig {
+        base_urls: vec![srv.url.clone()],
+        model: "nope".into(),
+        num_ctx: None,
+        limits: limits(3, 5_000),
+    })
+    .unwrap();
     let e = b.chat(&req()).await.unwrap_err();
     assert!(matches!(&e, LlmError::Http(m) if m.contains("try pulling it first") && m.contains("/api/chat")), "{e:?}");
 
     // A streamed chunk (done=false) is not a whole answer.
-    let srv = serve(|_, _, s| respond(s, "200 OK", "", b"{\"message\":{\"role\":\"assistant\",\"content\":\"o\"},\"done\":false}"));
-    let b = doc2ci_llm::ollama(OllamaConfig { base_urls: vec![srv.url.clone()], model: "m".into(), num_ctx: None, limits: limits(0, 5_000) }).unwrap();
+    let srv = serve(|_, _, s| {
+        respond(s, "200 OK", "", b"{\"message\":{\"role\":\"assistant\",\"content\":\"o\"},\"done\":false}")
+    });
+    let b = doc2ci_llm::ollama(OllamaConfig {
+        base_urls: vec![srv.url.clone()],
+        model: "m".into(),
+        num_ctx: None,
+        limits: limits(0, 5_000),
+    })
+    .unwrap();
     bad(b.chat(&req()).await.unwrap_err(), "done=false", &srv.url);
 }

@@ -11,12 +11,42 @@ use doc2ci_stats::study::{self, Unit, SIMILARITY};
 use doc2ci_stats::Rng;
 
 fn main() {
-    let services = [("github-actions", 725usize, 0.03), ("circleci", 786, -0.06), ("gitlab-ci", 841, -0.02), ("travis-ci", 1011, 0.03)];
-    let sizes = [(Some(1000.0), false, true), (Some(1000.0), false, true), (Some(7.0), false, false), (Some(8.0), false, false), (Some(7.0), true, false), (Some(7.0), true, false), (Some(7.0), true, false), (Some(14.0), true, false), (Some(14.0), false, false), (Some(9.0), false, false), (Some(12.0), false, false), (Some(13.0), true, false), (Some(32.0), true, false), (Some(32.0), false, false), (Some(27.0), false, false), (Some(34.0), true, false)];
+    let services = [
+        ("github-actions", 725usize, 0.03),
+        ("circleci", 786, -0.06),
+        ("gitlab-ci", 841, -0.02),
+        ("travis-ci", 1011, 0.03),
+    ];
+    let sizes = [
+        (Some(1000.0), false, true),
+        (Some(1000.0), false, true),
+        (Some(7.0), false, false),
+        (Some(8.0), false, false),
+        (Some(7.0), true, false),
+        (Some(7.0), true, false),
+        (Some(7.0), true, false),
+        (Some(14.0), true, false),
+        (Some(14.0), false, false),
+        (Some(9.0), false, false),
+        (Some(12.0), false, false),
+        (Some(13.0), true, false),
+        (Some(32.0), true, false),
+        (Some(32.0), false, false),
+        (Some(27.0), false, false),
+        (Some(34.0), true, false),
+    ];
     let models: Vec<ModelRow> = sizes
         .iter()
         .enumerate()
-        .map(|(i, (s, code, prop))| ModelRow { model: format!("m{:02}", i + 1), backend: "import".into(), family: None, size_b: if *prop { None } else { *s }, code: Some(*code), proprietary: Some(*prop), base_model: None })
+        .map(|(i, (s, code, prop))| ModelRow {
+            model: format!("m{:02}", i + 1),
+            backend: "import".into(),
+            family: None,
+            size_b: if *prop { None } else { *s },
+            code: Some(*code),
+            proprietary: Some(*prop),
+            base_model: None,
+        })
         .collect();
     let mut rng = Rng::new(1);
     let mut u01 = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
@@ -41,7 +71,14 @@ fn main() {
                 if !schema && u01() < 0.25 {
                     let mut rep = values.clone();
                     rep.insert("schema_ok", (u01() < 0.6) as u8 as f64);
-                    units.push(Unit { service: svc.into(), pair_id: pair_id.clone(), model: m.model.clone(), sample: 0, round: 1, values: rep });
+                    units.push(Unit {
+                        service: svc.into(),
+                        pair_id: pair_id.clone(),
+                        model: m.model.clone(),
+                        sample: 0,
+                        round: 1,
+                        values: rep,
+                    });
                 }
                 units.push(Unit { service: svc.into(), pair_id, model: m.model.clone(), sample: 0, round: 0, values });
             }
@@ -53,7 +90,13 @@ fn main() {
     let stats_s = t.elapsed().as_secs_f64();
     let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
     let t = Instant::now();
-    let files = doc2ci_report::build(&doc2ci_report::Input { title: "synthetic", models: &models, units: &units, stats: &rows, services: &svc_names });
+    let files = doc2ci_report::build(&doc2ci_report::Input {
+        title: "synthetic",
+        models: &models,
+        units: &units,
+        stats: &rows,
+        services: &svc_names,
+    });
     let report_s = t.elapsed().as_secs_f64();
     let bytes: usize = files.iter().map(|f| f.1.len()).sum();
     println!(

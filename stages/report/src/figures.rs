@@ -99,7 +99,11 @@ pub fn all(inp: &Input) -> Vec<Fig> {
         if vals.is_empty() {
             continue;
         }
-        figs.push((format!("box_{metric}"), format!("Distribution of {metric} per model (zero-shot): box = quartiles, whiskers = 1.5 IQR."), boxplot(metric, &vals)));
+        figs.push((
+            format!("box_{metric}"),
+            format!("Distribution of {metric} per model (zero-shot): box = quartiles, whiskers = 1.5 IQR."),
+            boxplot(metric, &vals),
+        ));
     }
     figs
 }
@@ -109,8 +113,12 @@ fn scatter(pts: &BTreeMap<String, PlanePoint>, arrows: bool) -> String {
     {
         let root = SVGBackend::with_string(&mut svg, (720, 480)).into_drawing_area();
         root.fill(&WHITE).expect("svg");
-        let xs = pts.values().flat_map(|p| [Some(p.cosine), if arrows { p.repaired.map(|r| r.0) } else { None }]).flatten();
-        let ys = pts.values().flat_map(|p| [Some(p.schema * 100.0), if arrows { p.repaired.map(|r| r.1 * 100.0) } else { None }]).flatten();
+        let xs =
+            pts.values().flat_map(|p| [Some(p.cosine), if arrows { p.repaired.map(|r| r.0) } else { None }]).flatten();
+        let ys = pts
+            .values()
+            .flat_map(|p| [Some(p.schema * 100.0), if arrows { p.repaired.map(|r| r.1 * 100.0) } else { None }])
+            .flatten();
         let (x0, x1) = range(xs, 0.05, (0.0, 1.0));
         let (y0, y1) = range(ys, 10.0, (0.0, 100.0));
         let mut chart = ChartBuilder::on(&root)
@@ -119,30 +127,59 @@ fn scatter(pts: &BTreeMap<String, PlanePoint>, arrows: bool) -> String {
             .y_label_area_size(55)
             .build_cartesian_2d(x0..x1, y0..y1)
             .expect("chart");
-        chart.configure_mesh().x_desc("Mean cosine similarity").y_desc("Schema validity (%)").light_line_style(WHITE.mix(0.0)).draw().expect("mesh");
+        chart
+            .configure_mesh()
+            .x_desc("Mean cosine similarity")
+            .y_desc("Schema validity (%)")
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .expect("mesh");
         if arrows {
             for p in pts.values() {
                 if let Some((c, s, _)) = p.repaired {
                     let col = color(p.kind);
-                    chart.draw_series(std::iter::once(PathElement::new(vec![(p.cosine, p.schema * 100.0), (c, s * 100.0)], col.stroke_width(2)))).expect("arrow");
-                    chart.draw_series(std::iter::once(TriangleMarker::new((c, s * 100.0), 6, col.filled()))).expect("head");
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(
+                            vec![(p.cosine, p.schema * 100.0), (c, s * 100.0)],
+                            col.stroke_width(2),
+                        )))
+                        .expect("arrow");
+                    chart
+                        .draw_series(std::iter::once(TriangleMarker::new((c, s * 100.0), 6, col.filled())))
+                        .expect("head");
                 }
                 if let Some(b) = p.base.as_ref().and_then(|b| pts.get(b)) {
                     let col = color(p.kind).mix(0.6);
                     let (from, to) = ((b.cosine, b.schema * 100.0), (p.cosine, p.schema * 100.0));
-                    chart.draw_series(std::iter::once(PathElement::new(vec![from, to], col.stroke_width(1)))).expect("fine-tune arrow");
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(vec![from, to], col.stroke_width(1))))
+                        .expect("fine-tune arrow");
                     chart.draw_series(std::iter::once(TriangleMarker::new(to, 5, col.filled()))).expect("head");
                 }
             }
         }
         for (m, p) in pts {
             let col = color(p.kind);
-            chart.draw_series(std::iter::once(Circle::new((p.cosine, p.schema * 100.0), 5, col.filled()))).expect("point");
-            chart.draw_series(std::iter::once(Text::new(m.clone(), (p.cosine, p.schema * 100.0), ("sans-serif", 12).into_font().color(&BLACK)))).expect("label");
+            chart
+                .draw_series(std::iter::once(Circle::new((p.cosine, p.schema * 100.0), 5, col.filled())))
+                .expect("point");
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    m.clone(),
+                    (p.cosine, p.schema * 100.0),
+                    ("sans-serif", 12).into_font().color(&BLACK),
+                )))
+                .expect("label");
         }
         // Legend as coloured text (no extra circles: one circle per model).
-        for (i, (name, col)) in [("general", GENERAL), ("code", CODE), ("proprietary", PROPRIETARY)].iter().enumerate() {
-            root.draw(&Text::new(name.to_string(), (80 + i as i32 * 110, 8), ("sans-serif", 13).into_font().color(col))).expect("legend");
+        for (i, (name, col)) in [("general", GENERAL), ("code", CODE), ("proprietary", PROPRIETARY)].iter().enumerate()
+        {
+            root.draw(&Text::new(
+                name.to_string(),
+                (80 + i as i32 * 110, 8),
+                ("sans-serif", 13).into_font().color(col),
+            ))
+            .expect("legend");
         }
         root.present().expect("svg");
     }
@@ -182,20 +219,38 @@ fn tiers(inp: &Input) -> Option<String> {
                     let pts = Tier::ALL
                         .iter()
                         .enumerate()
-                        .filter_map(|(i, t)| g.get(&(*code, *t)).map(|e| if idx == 0 { &e.0 } else { &e.1 }).filter(|v| !v.is_empty()).map(|v| (i as i32, mean_of(v))))
+                        .filter_map(|(i, t)| {
+                            g.get(&(*code, *t))
+                                .map(|e| if idx == 0 { &e.0 } else { &e.1 })
+                                .filter(|v| !v.is_empty())
+                                .map(|v| (i as i32, mean_of(v)))
+                        })
                         .collect();
                     (*code, pts)
                 })
                 .collect();
-            let (y0, y1) = range(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)), if idx == 0 { 0.02 } else { 5.0 }, (0.0, if idx == 0 { 1.0 } else { 100.0 }));
-            let mut chart = ChartBuilder::on(area).margin(15).x_label_area_size(35).y_label_area_size(55).build_cartesian_2d(-0.5f64..2.5f64, y0..y1).expect("chart");
+            let (y0, y1) = range(
+                series.iter().flat_map(|s| s.1.iter().map(|p| p.1)),
+                if idx == 0 { 0.02 } else { 5.0 },
+                (0.0, if idx == 0 { 1.0 } else { 100.0 }),
+            );
+            let mut chart = ChartBuilder::on(area)
+                .margin(15)
+                .x_label_area_size(35)
+                .y_label_area_size(55)
+                .build_cartesian_2d(-0.5f64..2.5f64, y0..y1)
+                .expect("chart");
             chart
                 .configure_mesh()
                 .y_desc(desc)
                 .x_labels(3)
                 .x_label_formatter(&|x| {
                     let i = x.round() as i64;
-                    if (x - i as f64).abs() < 1e-6 && (0..3).contains(&i) { Tier::ALL[i as usize].label().to_string() } else { String::new() }
+                    if (x - i as f64).abs() < 1e-6 && (0..3).contains(&i) {
+                        Tier::ALL[i as usize].label().to_string()
+                    } else {
+                        String::new()
+                    }
                 })
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
@@ -203,10 +258,26 @@ fn tiers(inp: &Input) -> Option<String> {
             for (code, pts) in series {
                 let col = if code { CODE } else { GENERAL };
                 let pts: Vec<(f64, f64)> = pts.into_iter().map(|(i, v)| (i as f64, v)).collect();
-                chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2))).expect("line").label(if code { "code" } else { "general" });
-                chart.draw_series(pts.iter().map(|p| Rectangle::new([(p.0 - 0.04, p.1 - (y1 - y0) * 0.012), (p.0 + 0.04, p.1 + (y1 - y0) * 0.012)], col.filled()))).expect("marks");
+                chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2))).expect("line").label(if code {
+                    "code"
+                } else {
+                    "general"
+                });
+                chart
+                    .draw_series(pts.iter().map(|p| {
+                        Rectangle::new(
+                            [(p.0 - 0.04, p.1 - (y1 - y0) * 0.012), (p.0 + 0.04, p.1 + (y1 - y0) * 0.012)],
+                            col.filled(),
+                        )
+                    }))
+                    .expect("marks");
             }
-            chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw().expect("legend");
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()
+                .expect("legend");
         }
         root.present().expect("svg");
     }
@@ -233,7 +304,11 @@ fn boxplot(metric: &str, vals: &BTreeMap<String, Vec<f64>>) -> String {
             .x_labels(n)
             .x_label_formatter(&|x| {
                 let i = x.round() as i64;
-                if (x - i as f64).abs() < 1e-6 && i >= 0 && (i as usize) < labels.len() { labels[i as usize].clone() } else { String::new() }
+                if (x - i as f64).abs() < 1e-6 && i >= 0 && (i as usize) < labels.len() {
+                    labels[i as usize].clone()
+                } else {
+                    String::new()
+                }
             })
             .y_desc(metric)
             .light_line_style(WHITE.mix(0.0))
@@ -248,8 +323,15 @@ fn boxplot(metric: &str, vals: &BTreeMap<String, Vec<f64>>) -> String {
             let x = i as f64;
             let col = GENERAL;
             // One box (rectangle) per model, whiskers and median as paths.
-            chart.draw_series(std::iter::once(Rectangle::new([(x - 0.3, q1), (x + 0.3, q3)], col.mix(0.35).filled()))).expect("box");
-            chart.draw_series(std::iter::once(PathElement::new(vec![(x - 0.3, med), (x + 0.3, med)], BLACK.stroke_width(2)))).expect("median");
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(x - 0.3, q1), (x + 0.3, q3)], col.mix(0.35).filled())))
+                .expect("box");
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x - 0.3, med), (x + 0.3, med)],
+                    BLACK.stroke_width(2),
+                )))
+                .expect("median");
             chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, q1)], BLACK))).expect("whisker");
             chart.draw_series(std::iter::once(PathElement::new(vec![(x, q3), (x, hi)], BLACK))).expect("whisker");
         }

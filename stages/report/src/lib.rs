@@ -35,7 +35,14 @@ pub struct Table {
 
 impl Table {
     fn new(id: &'static str, caption: impl Into<String>, header: &[&str]) -> Self {
-        Table { id, caption: caption.into(), header: header.iter().map(|s| s.to_string()).collect(), rows: vec![], bold: BTreeSet::new(), groups: BTreeMap::new() }
+        Table {
+            id,
+            caption: caption.into(),
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: vec![],
+            bold: BTreeSet::new(),
+            groups: BTreeMap::new(),
+        }
     }
 
     pub fn csv(&self) -> String {
@@ -70,7 +77,11 @@ impl Table {
             if let Some(g) = self.groups.get(&i) {
                 s.push_str(&format!("| *{}* |{}\n", md_escape(g), " |".repeat(self.header.len() - 1)));
             }
-            let cells: Vec<String> = r.iter().enumerate().map(|(j, c)| if self.bold.contains(&(i, j)) { format!("**{}**", md_escape(c)) } else { md_escape(c) }).collect();
+            let cells: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(j, c)| if self.bold.contains(&(i, j)) { format!("**{}**", md_escape(c)) } else { md_escape(c) })
+                .collect();
             s.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         if self.rows.is_empty() {
@@ -146,7 +157,13 @@ struct Means<'a>(BTreeMap<(&'a str, &'a str, &'a str), &'a StatRow>);
 
 impl<'a> Means<'a> {
     fn new(stats: &'a [StatRow]) -> Self {
-        Means(stats.iter().filter(|r| r.test == "mean").map(|r| ((r.service.as_str(), r.metric.as_str(), r.group_a.as_str()), r)).collect())
+        Means(
+            stats
+                .iter()
+                .filter(|r| r.test == "mean")
+                .map(|r| ((r.service.as_str(), r.metric.as_str(), r.group_a.as_str()), r))
+                .collect(),
+        )
     }
     fn get(&self, svc: &str, metric: &str, group: &str) -> Option<&'a StatRow> {
         self.0.get(&(svc, metric, group)).copied()
@@ -190,15 +207,30 @@ fn group_of(m: Option<&ModelRow>) -> (u8, String) {
 pub fn tables(inp: &Input) -> Vec<Table> {
     let means = Means::new(inp.stats);
     let meta: BTreeMap<&str, &ModelRow> = inp.models.iter().map(|m| (m.model.as_str(), m)).collect();
-    let models: BTreeSet<&str> = inp.stats.iter().filter(|r| r.test == "mean" && r.service == "all" && r.metric == "cosine" && !r.group_a.contains(':') && r.group_a != "all models" && r.group_a != "proprietary").map(|r| r.group_a.as_str()).collect();
+    let models: BTreeSet<&str> = inp
+        .stats
+        .iter()
+        .filter(|r| {
+            r.test == "mean"
+                && r.service == "all"
+                && r.metric == "cosine"
+                && !r.group_a.contains(':')
+                && r.group_a != "all models"
+                && r.group_a != "proprietary"
+        })
+        .map(|r| r.group_a.as_str())
+        .collect();
     let mut out = Vec::new();
 
     // Table I
     let mut t = Table::new("table1", "Table I. Per-model quality across services, grouped by size tier and ranked by mean cosine (95% bootstrap CI). Bold: best within tier.", &["Model", "Type", "Size (B)", "Cosine", "Exact%", "Parse%", "Schema%", "Fragment%", "n"]);
-    let mut ordered: Vec<(u8, String, f64, &str)> = models.iter().map(|m| {
-        let (g, label) = group_of(meta.get(m).copied());
-        (g, label, means.mean("all", "cosine", m).unwrap_or(f64::NAN), *m)
-    }).collect();
+    let mut ordered: Vec<(u8, String, f64, &str)> = models
+        .iter()
+        .map(|m| {
+            let (g, label) = group_of(meta.get(m).copied());
+            (g, label, means.mean("all", "cosine", m).unwrap_or(f64::NAN), *m)
+        })
+        .collect();
     ordered.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.3.cmp(b.3)));
     for (i, (g, label, _, m)) in ordered.iter().enumerate() {
         if i == 0 || ordered[i - 1].0 != *g {
@@ -221,11 +253,20 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     let mut gstart = 0;
     for i in 0..=ordered.len() {
         if i == ordered.len() || (i > 0 && ordered[i].0 != ordered[i - 1].0) {
-            for (col, metric, low) in [(3, "cosine", false), (4, "exact", false), (5, "parse_ok", false), (6, "schema_ok", false), (7, "fragment", true)] {
-                let best = (gstart..i).filter_map(|r| means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(None::<(usize, f64)>, |acc, (r, v)| match acc {
-                    Some((_, bv)) if (if low { v >= bv } else { v <= bv }) => acc,
-                    _ => Some((r, v)),
-                });
+            for (col, metric, low) in [
+                (3, "cosine", false),
+                (4, "exact", false),
+                (5, "parse_ok", false),
+                (6, "schema_ok", false),
+                (7, "fragment", true),
+            ] {
+                let best = (gstart..i).filter_map(|r| means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(
+                    None::<(usize, f64)>,
+                    |acc, (r, v)| match acc {
+                        Some((_, bv)) if (if low { v >= bv } else { v <= bv }) => acc,
+                        _ => Some((r, v)),
+                    },
+                );
                 if let Some((r, _)) = best {
                     t.bold.insert((r, col));
                 }
@@ -247,17 +288,31 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             pct(means.mean(svc, "parse_ok", "all models")),
             means.with_ci(svc, "schema_ok", "all models", true),
             pct(means.mean(svc, "fragment", "all models")),
-            means.get(svc, "cosine", "all models").or(means.get(svc, "schema_ok", "all models")).map_or("–".into(), |r| r.n.to_string()),
+            means
+                .get(svc, "cosine", "all models")
+                .or(means.get(svc, "schema_ok", "all models"))
+                .map_or("–".into(), |r| r.n.to_string()),
         ]);
     }
     out.push(t);
 
     // Per-service × model (the within-service view behind Table II).
-    let mut t = Table::new("per_service_models", "Per service and model: mean cosine, schema validity and fragment rate.", &["Service", "Model", "Cosine", "Schema%", "Fragment%", "n"]);
+    let mut t = Table::new(
+        "per_service_models",
+        "Per service and model: mean cosine, schema validity and fragment rate.",
+        &["Service", "Model", "Cosine", "Schema%", "Fragment%", "n"],
+    );
     for svc in inp.services.keys() {
         for m in &models {
             if let Some(r) = means.get(svc, "cosine", m).or(means.get(svc, "schema_ok", m)) {
-                t.rows.push(vec![inp.services[svc].clone(), m.to_string(), f3(means.mean(svc, "cosine", m)), pct(means.mean(svc, "schema_ok", m)), pct(means.mean(svc, "fragment", m)), r.n.to_string()]);
+                t.rows.push(vec![
+                    inp.services[svc].clone(),
+                    m.to_string(),
+                    f3(means.mean(svc, "cosine", m)),
+                    pct(means.mean(svc, "schema_ok", m)),
+                    pct(means.mean(svc, "fragment", m)),
+                    r.n.to_string(),
+                ]);
             }
         }
     }
@@ -268,7 +323,13 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     for r in inp.stats.iter().filter(|r| r.test == "friedman" && r.service != "all") {
         t.rows.push(test_cells(r, inp));
     }
-    for r in inp.stats.iter().filter(|r| r.test == "wilcoxon" && r.service == "all" && r.metric == "cosine" && models.contains(r.group_a.as_str()) && models.contains(r.group_b.as_str())) {
+    for r in inp.stats.iter().filter(|r| {
+        r.test == "wilcoxon"
+            && r.service == "all"
+            && r.metric == "cosine"
+            && models.contains(r.group_a.as_str())
+            && models.contains(r.group_b.as_str())
+    }) {
         t.rows.push(test_cells(r, inp));
     }
     for r in inp.stats.iter().filter(|r| r.test == "spearman" && r.group_a == "cosine") {
@@ -278,16 +339,26 @@ pub fn tables(inp: &Input) -> Vec<Table> {
 
     // RQ2.
     let mut t = Table::new("rq2_scale", "RQ2. Scale and specialization (open models): Spearman ρ of size vs per-model mean; Mann–Whitney U with Cliff's δ between tiers and general vs code.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| (r.test == "spearman" && r.group_a == "size_b") || (r.test == "mann_whitney" && (r.group_a == "general" || Tier::ALL.iter().any(|t| t.name() == r.group_a)))) {
+    for r in inp.stats.iter().filter(|r| {
+        (r.test == "spearman" && r.group_a == "size_b")
+            || (r.test == "mann_whitney" && (r.group_a == "general" || Tier::ALL.iter().any(|t| t.name() == r.group_a)))
+    }) {
         t.rows.push(test_cells(r, inp));
     }
     out.push(t);
-    let mut t = Table::new("rq2_tiers", "RQ2. Tier means by type (open models).", &["Tier", "Type", "Cosine", "Schema%", "n"]);
+    let mut t =
+        Table::new("rq2_tiers", "RQ2. Tier means by type (open models).", &["Tier", "Type", "Cosine", "Schema%", "n"]);
     for tier in Tier::ALL {
         for ty in ["general", "code"] {
             let g = format!("tier:{}:{ty}", tier.name());
             if let Some(r) = means.get("all", "cosine", &g).or(means.get("all", "schema_ok", &g)) {
-                t.rows.push(vec![tier.label().into(), ty.into(), f3(means.mean("all", "cosine", &g)), pct(means.mean("all", "schema_ok", &g)), r.n.to_string()]);
+                t.rows.push(vec![
+                    tier.label().into(),
+                    ty.into(),
+                    f3(means.mean("all", "cosine", &g)),
+                    pct(means.mean("all", "schema_ok", &g)),
+                    r.n.to_string(),
+                ]);
             }
         }
     }
@@ -296,14 +367,22 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     // RQ3.
     let mut t = Table::new("rq3_services", "RQ3. Service effect: Friedman over services on per-model means (blocks = models), Holm-adjusted Wilcoxon between services on per-model means, and Cliff's δ on per-configuration scores.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     let svc_names: BTreeSet<&str> = inp.services.keys().map(|s| s.as_str()).collect();
-    for r in inp.stats.iter().filter(|r| r.service == "all" && (r.metric == "cosine" || r.metric == "schema_ok") && ((r.test == "friedman" && r.group_b == "per-model means") || ((r.test == "wilcoxon" || r.test == "mann_whitney") && svc_names.contains(r.group_a.as_str())))) {
+    for r in inp.stats.iter().filter(|r| {
+        r.service == "all"
+            && (r.metric == "cosine" || r.metric == "schema_ok")
+            && ((r.test == "friedman" && r.group_b == "per-model means")
+                || ((r.test == "wilcoxon" || r.test == "mann_whitney") && svc_names.contains(r.group_a.as_str())))
+    }) {
         t.rows.push(test_cells(r, inp));
     }
     out.push(t);
 
     // RQ6.
     let mut t = Table::new("rq6_repair", "RQ6. Repair and fine-tuning: McNemar on schema validity (b = valid→invalid, c = invalid→valid) and Wilcoxon on cosine, zero-shot vs repaired / base vs fine-tuned.", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine")) && (r.group_b.ends_with(" repaired") || is_fine_tune(r))) {
+    for r in inp.stats.iter().filter(|r| {
+        (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine"))
+            && (r.group_b.ends_with(" repaired") || is_fine_tune(r))
+    }) {
         let mut c = test_cells(r, inp);
         c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
         c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
@@ -311,17 +390,33 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     }
     out.push(t);
     // Repaired means, when there are repair rounds.
-    let mut t = Table::new("rq6_means", "RQ6. Zero-shot vs final repair round: mean cosine and schema validity per model.", &["Model", "Cosine zero-shot", "Cosine repaired", "Schema% zero-shot", "Schema% repaired", "Pairs repaired"]);
+    let mut t = Table::new(
+        "rq6_means",
+        "RQ6. Zero-shot vs final repair round: mean cosine and schema validity per model.",
+        &["Model", "Cosine zero-shot", "Cosine repaired", "Schema% zero-shot", "Schema% repaired", "Pairs repaired"],
+    );
     for (m, p) in figures::plane_points(inp) {
         if let Some((rc, rs, nrep)) = p.repaired {
-            t.rows.push(vec![m, f3(Some(p.cosine)), f3(Some(rc)), pct(Some(p.schema)), pct(Some(rs)), nrep.to_string()]);
+            t.rows.push(vec![
+                m,
+                f3(Some(p.cosine)),
+                f3(Some(rc)),
+                pct(Some(p.schema)),
+                pct(Some(rs)),
+                nrep.to_string(),
+            ]);
         }
     }
     out.push(t);
 
     // McNemar between models (per service) with the largest counts of discordance.
     let mut t = Table::new("validity_contrasts", "Paired schema validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| r.test == "mcnemar" && !r.group_b.ends_with(" repaired") && !is_fine_tune(r) && models.contains(r.group_b.as_str())) {
+    for r in inp.stats.iter().filter(|r| {
+        r.test == "mcnemar"
+            && !r.group_b.ends_with(" repaired")
+            && !is_fine_tune(r)
+            && models.contains(r.group_b.as_str())
+    }) {
         let mut c = test_cells(r, inp);
         c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
         c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
@@ -333,7 +428,11 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     let mut header = vec!["Model".to_string()];
     header.extend(inp.services.values().cloned());
     header.push("All".into());
-    let mut t = Table::new("fragments", "Fragment rate (%) of outputs: files lacking the keys a standalone file of the service needs.", &[]);
+    let mut t = Table::new(
+        "fragments",
+        "Fragment rate (%) of outputs: files lacking the keys a standalone file of the service needs.",
+        &[],
+    );
     t.header = header;
     for m in &models {
         let mut row = vec![m.to_string()];
@@ -346,14 +445,28 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     out.push(t);
 
     // pass@k
-    let mut t = Table::new("pass_at_k", "pass@k of schema validity (unbiased estimator) where models have several samples.", &["Service", "Model", "k", "pass@k", "n pairs"]);
+    let mut t = Table::new(
+        "pass_at_k",
+        "pass@k of schema validity (unbiased estimator) where models have several samples.",
+        &["Service", "Model", "k", "pass@k", "n pairs"],
+    );
     for r in inp.stats.iter().filter(|r| r.test == "pass_at_k") {
-        t.rows.push(vec![disp(inp, &r.service), r.group_a.clone(), r.group_b.trim_start_matches("k=").into(), f3(r.effect), r.n.to_string()]);
+        t.rows.push(vec![
+            disp(inp, &r.service),
+            r.group_a.clone(),
+            r.group_b.trim_start_matches("k=").into(),
+            f3(r.effect),
+            r.n.to_string(),
+        ]);
     }
     out.push(t);
 
     // Which tests ran on what n.
-    let mut t = Table::new("tests_run", "Tests run: how many rows of each test the stats table holds, on what n, with which p-value method.", &["Test", "Rows", "n min", "n max", "Methods"]);
+    let mut t = Table::new(
+        "tests_run",
+        "Tests run: how many rows of each test the stats table holds, on what n, with which p-value method.",
+        &["Test", "Rows", "n min", "n max", "Methods"],
+    );
     let mut by: BTreeMap<&str, (usize, u64, u64, BTreeSet<&str>)> = BTreeMap::new();
     for r in inp.stats {
         let e = by.entry(r.test.as_str()).or_insert((0, u64::MAX, 0, BTreeSet::new()));
@@ -365,7 +478,13 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         }
     }
     for (k, (c, lo, hi, ms)) in by {
-        t.rows.push(vec![k.into(), c.to_string(), lo.to_string(), hi.to_string(), ms.into_iter().collect::<Vec<_>>().join("; ")]);
+        t.rows.push(vec![
+            k.into(),
+            c.to_string(),
+            lo.to_string(),
+            hi.to_string(),
+            ms.into_iter().collect::<Vec<_>>().join("; "),
+        ]);
     }
     out.push(t);
     out
@@ -401,7 +520,9 @@ fn test_cells(r: &StatRow, inp: &Input) -> Vec<String> {
 
 /// The stats table itself as CSV (every row, full precision).
 pub fn stats_csv(stats: &[StatRow]) -> String {
-    let mut s = String::from("test,service,metric,group_a,group_b,n,statistic,p,p_holm,effect,effect_name,ci_low,ci_high,b,c,method\n");
+    let mut s = String::from(
+        "test,service,metric,group_a,group_b,n,statistic,p,p_holm,effect,effect_name,ci_low,ci_high,b,c,method\n",
+    );
     let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:e}"));
     let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
     for r in stats {

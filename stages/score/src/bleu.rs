@@ -6,16 +6,9 @@ use rustc_hash::FxHashMap;
 
 /// sacrebleu's `Tokenizer13a` after `rstrip`, returning the tokens of its space-joined output.
 pub fn tokenize_13a(line: &str) -> Vec<String> {
-    let mut line = py_rstrip(line)
-        .replace("<skipped>", "")
-        .replace("-\n", "")
-        .replace('\n', " ");
+    let mut line = py_rstrip(line).replace("<skipped>", "").replace("-\n", "").replace('\n', " ");
     if line.contains('&') {
-        line = line
-            .replace("&quot;", "\"")
-            .replace("&amp;", "&")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">");
+        line = line.replace("&quot;", "\"").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">");
     }
     // The four regex passes of TokenizerRegexp, each a left-to-right scan of non-overlapping matches
     // exactly as Python's re.sub performs them.
@@ -32,23 +25,11 @@ pub fn tokenize_13a(line: &str) -> Vec<String> {
     let is_digit = |c: char| c.is_ascii_digit();
     let is_pc = |c: char| c == '.' || c == ',';
     // ([^0-9])([\.,]) -> '\1 \2 '
-    s = pair_pass(
-        &s,
-        |a, b| !is_digit(a) && is_pc(b),
-        |a, b, o| o.extend([a, ' ', b, ' ']),
-    );
+    s = pair_pass(&s, |a, b| !is_digit(a) && is_pc(b), |a, b, o| o.extend([a, ' ', b, ' ']));
     // ([\.,])([^0-9]) -> ' \1 \2'
-    s = pair_pass(
-        &s,
-        |a, b| is_pc(a) && !is_digit(b),
-        |a, b, o| o.extend([' ', a, ' ', b]),
-    );
+    s = pair_pass(&s, |a, b| is_pc(a) && !is_digit(b), |a, b, o| o.extend([' ', a, ' ', b]));
     // ([0-9])(-) -> '\1 \2 '
-    s = pair_pass(
-        &s,
-        |a, b| is_digit(a) && b == '-',
-        |a, b, o| o.extend([a, ' ', b, ' ']),
-    );
+    s = pair_pass(&s, |a, b| is_digit(a) && b == '-', |a, b, o| o.extend([a, ' ', b, ' ']));
     let joined: String = s.into_iter().collect();
     py_split(&joined).map(str::to_owned).collect()
 }
@@ -59,11 +40,7 @@ fn is_13a_punct(c: char) -> bool {
     matches!(c, '{'..='~' | '['..='`' | ' '..='&' | '('..='+' | ':'..='@' | '/')
 }
 
-fn pair_pass(
-    s: &[char],
-    hit: impl Fn(char, char) -> bool,
-    emit: impl Fn(char, char, &mut Vec<char>),
-) -> Vec<char> {
+fn pair_pass(s: &[char], hit: impl Fn(char, char) -> bool, emit: impl Fn(char, char, &mut Vec<char>)) -> Vec<char> {
     let mut out = Vec::with_capacity(s.len() + s.len() / 4);
     let mut i = 0;
     while i < s.len() {
@@ -109,9 +86,7 @@ pub fn bleu(reference: &BleuSide, hyp: &BleuSide) -> f64 {
     let correct = ngrams::clipped_matches(&cand, &reference.counts, |_, _| false);
     let sys_len = hyp.vocab.len();
     let ref_len = reference.vocab.len();
-    let total: Vec<u64> = (1..=MAX_ORDER)
-        .map(|n| (sys_len + 1).saturating_sub(n) as u64)
-        .collect();
+    let total: Vec<u64> = (1..=MAX_ORDER).map(|n| (sys_len + 1).saturating_sub(n) as u64).collect();
     compute_bleu(&correct, &total, sys_len, ref_len) / 100.0
 }
 
@@ -119,11 +94,7 @@ pub fn bleu(reference: &BleuSide, hyp: &BleuSide) -> f64 {
 fn compute_bleu(correct: &[u64], total: &[u64], sys_len: usize, ref_len: usize) -> f64 {
     let mut bp = 1.0;
     if sys_len < ref_len {
-        bp = if sys_len > 0 {
-            (1.0 - ref_len as f64 / sys_len as f64).exp()
-        } else {
-            0.0
-        };
+        bp = if sys_len > 0 { (1.0 - ref_len as f64 / sys_len as f64).exp() } else { 0.0 };
     }
     if correct.iter().all(|&c| c == 0) {
         return 0.0;
@@ -157,10 +128,7 @@ mod tests {
     #[test]
     fn tokenizer_13a_cases() {
         assert_eq!(tokenize_13a("Hello, world."), ["Hello", ",", "world", "."]);
-        assert_eq!(
-            tokenize_13a("v1.2,3 x-1 3-4 a.b"),
-            ["v1.2,3", "x-1", "3", "-", "4", "a", ".", "b"]
-        );
+        assert_eq!(tokenize_13a("v1.2,3 x-1 3-4 a.b"), ["v1.2,3", "x-1", "3", "-", "4", "a", ".", "b"]);
         assert_eq!(
             tokenize_13a("run: echo &quot;hi&quot; ${{ x }}"),
             ["run", ":", "echo", "\"", "hi", "\"", "$", "{", "{", "x", "}", "}"]

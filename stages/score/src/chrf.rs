@@ -45,30 +45,14 @@ pub fn chrf(reference: &ChrfSide, hyp: &ChrfSide) -> f64 {
         let n_hyp = if r.is_empty() { 0 } else { hyp.totals[i] };
         let n_ref = reference.totals[i];
         let n_match: u64 = if r.len() <= h.len() {
-            r.iter()
-                .map(|(k, &rc)| h.get(k).map_or(0, |&hc| hc.min(rc)) as u64)
-                .sum()
+            r.iter().map(|(k, &rc)| h.get(k).map_or(0, |&hc| hc.min(rc)) as u64).sum()
         } else {
-            h.iter()
-                .map(|(k, &hc)| r.get(k).map_or(0, |&rc| hc.min(rc)) as u64)
-                .sum()
+            h.iter().map(|(k, &hc)| r.get(k).map_or(0, |&rc| hc.min(rc)) as u64).sum()
         };
-        let prec = if n_hyp > 0 {
-            n_match as f64 / n_hyp as f64
-        } else {
-            EPS
-        };
-        let rec = if n_ref > 0 {
-            n_match as f64 / n_ref as f64
-        } else {
-            EPS
-        };
+        let prec = if n_hyp > 0 { n_match as f64 / n_hyp as f64 } else { EPS };
+        let rec = if n_ref > 0 { n_match as f64 / n_ref as f64 } else { EPS };
         let denom = BETA2 * prec + rec;
-        score += if denom > 0.0 {
-            (1.0 + BETA2) * prec * rec / denom
-        } else {
-            EPS
-        };
+        score += if denom > 0.0 { (1.0 + BETA2) * prec * rec / denom } else { EPS };
     }
     100.0 * score / ORDER as f64 / 100.0
 }

@@ -60,12 +60,10 @@ impl CrystalContext {
                     break;
                 }
                 for s in 0..=ids.len() - n {
-                    let e = freq
-                        .entry((n as u8, ngrams::key(&ids[s..s + n])))
-                        .or_insert_with(|| {
-                            seen += 1;
-                            (0, seen)
-                        });
+                    let e = freq.entry((n as u8, ngrams::key(&ids[s..s + n]))).or_insert_with(|| {
+                        seen += 1;
+                        (0, seen)
+                    });
                     e.0 += 1;
                 }
             }
@@ -76,9 +74,8 @@ impl CrystalContext {
         let mut ctx = CrystalContext::default();
         for ((n, packed), (count, _)) in all {
             let n = n as usize;
-            let toks: Vec<String> = (0..n)
-                .map(|i| words[((packed >> (32 * (n - 1 - i))) & 0xffff_ffff) as usize].to_string())
-                .collect();
+            let toks: Vec<String> =
+                (0..n).map(|i| words[((packed >> (32 * (n - 1 - i))) & 0xffff_ffff) as usize].to_string()).collect();
             let cids: Vec<u32> = toks
                 .iter()
                 .map(|t| {
@@ -136,12 +133,7 @@ impl WordSide {
         let ignored = ctx.mask(&vocab);
         let counts = ngrams::count(&vocab.ids, |n, s| ignored[n - 1][s]);
         let kept = std::array::from_fn(|i| ignored[i].iter().filter(|&&x| !x).count() as u64);
-        WordSide {
-            vocab,
-            ignored,
-            kept,
-            counts,
-        }
+        WordSide { vocab, ignored, kept, counts }
     }
 }
 
@@ -165,11 +157,7 @@ pub fn crystal_bleu(reference: &WordSide, hyp: &WordSide) -> f64 {
         .map(|i| {
             let den = hyp.kept[i].max(1);
             // NLTK's method0 stands in the smallest normal float for a zero precision.
-            let p = if num[i] == 0 {
-                f64::MIN_POSITIVE
-            } else {
-                num[i] as f64 / den as f64
-            };
+            let p = if num[i] == 0 { f64::MIN_POSITIVE } else { num[i] as f64 / den as f64 };
             0.25 * p.ln()
         })
         .collect();

@@ -35,19 +35,12 @@ pub fn kv_wildcard(reference: &Docs, output: &Docs) -> f64 {
     let n = out.len().max(refs.len());
     let (mut inter, mut union) = (0usize, 0usize);
     for i in 0..n {
-        let (Ok(t), Ok(r)) = (
-            leaves(out.get(i).unwrap_or(&empty)),
-            leaves(refs.get(i).unwrap_or(&empty)),
-        ) else {
+        let (Ok(t), Ok(r)) = (leaves(out.get(i).unwrap_or(&empty)), leaves(refs.get(i).unwrap_or(&empty))) else {
             return 0.0;
         };
         let hit = r
             .iter()
-            .filter(|rl| {
-                t.iter().any(|tl| {
-                    tl.path == rl.path && (rl.wildcard || py_eq(tl.value, rl.value, false))
-                })
-            })
+            .filter(|rl| t.iter().any(|tl| tl.path == rl.path && (rl.wildcard || py_eq(tl.value, rl.value, false))))
             .count();
         inter += hit;
         union += t.len() + r.len() - hit;
@@ -114,11 +107,7 @@ fn leaves(v: &Value) -> Result<Vec<Leaf<'_>>, ()> {
             }
             None => {
                 let key = key()?;
-                out.push(Leaf {
-                    path: vec![key.trim_end_matches('*')],
-                    value: val,
-                    wildcard: key.ends_with('*'),
-                });
+                out.push(Leaf { path: vec![key.trim_end_matches('*')], value: val, wildcard: key.ends_with('*') });
             }
         }
     }
@@ -164,11 +153,7 @@ fn strict_eq(a: &Value, b: &Value) -> bool {
 
 fn map_eq(x: &Map, y: &Map, value_eq: impl Fn(&Value, &Value) -> bool) -> bool {
     x.len() == y.len()
-        && x.iter().all(|(k, v)| {
-            y.iter()
-                .find(|(k2, _)| py_eq(k, k2, true))
-                .is_some_and(|(_, v2)| value_eq(v, v2))
-        })
+        && x.iter().all(|(k, v)| y.iter().find(|(k2, _)| py_eq(k, k2, true)).is_some_and(|(_, v2)| value_eq(v, v2)))
 }
 
 enum Num<'a> {
@@ -178,9 +163,7 @@ enum Num<'a> {
 
 fn number(v: &Value) -> Option<Num<'_>> {
     match v {
-        Value::Bool { value, .. } => Some(Num::Int(std::borrow::Cow::Owned(Int::from_i64(
-            *value as i64,
-        )))),
+        Value::Bool { value, .. } => Some(Num::Int(std::borrow::Cow::Owned(Int::from_i64(*value as i64)))),
         Value::Int { value, .. } => Some(Num::Int(std::borrow::Cow::Borrowed(value))),
         Value::Float { value, .. } => Some(Num::Float(*value)),
         _ => None,
@@ -193,9 +176,7 @@ fn num_eq(a: &Num, b: &Num, in_container: bool) -> bool {
         (Num::Int(x), Num::Int(y)) => x == y,
         (Num::Float(x), Num::Float(y)) => x == y || (in_container && x.is_nan() && y.is_nan()),
         (Num::Int(i), Num::Float(f)) | (Num::Float(f), Num::Int(i)) => {
-            f.is_finite()
-                && f.fract() == 0.0
-                && i.to_decimal().is_some_and(|d| d == format!("{f:.0}"))
+            f.is_finite() && f.fract() == 0.0 && i.to_decimal().is_some_and(|d| d == format!("{f:.0}"))
         }
     }
 }
@@ -225,10 +206,7 @@ fn instant(t: &Timestamp) -> i128 {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146097 + doe;
     let time = t.time.as_ref().expect("instant of a datetime");
-    let secs = days as i128 * 86400
-        + time.hour as i128 * 3600
-        + time.minute as i128 * 60
-        + time.second as i128
+    let secs = days as i128 * 86400 + time.hour as i128 * 3600 + time.minute as i128 * 60 + time.second as i128
         - time.offset_minutes.unwrap_or(0) as i128 * 60;
     secs * 1_000_000 + time.microsecond as i128
 }

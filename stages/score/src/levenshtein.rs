@@ -17,21 +17,14 @@ pub fn distance(a: &[char], b: &[char]) -> usize {
     let mut other: FxHashMap<char, u32> = FxHashMap::default();
     let mut slots = 0u32;
     let mut slot_of = |c: char, ascii: &mut [u32; 128], other: &mut FxHashMap<char, u32>| -> u32 {
-        let s = if (c as u32) < 128 {
-            &mut ascii[c as usize]
-        } else {
-            other.entry(c).or_insert(u32::MAX)
-        };
+        let s = if (c as u32) < 128 { &mut ascii[c as usize] } else { other.entry(c).or_insert(u32::MAX) };
         if *s == u32::MAX {
             *s = slots;
             slots += 1;
         }
         *s
     };
-    let ids: Vec<u32> = a
-        .iter()
-        .map(|&c| slot_of(c, &mut ascii, &mut other))
-        .collect();
+    let ids: Vec<u32> = a.iter().map(|&c| slot_of(c, &mut ascii, &mut other)).collect();
     let mut peq = vec![0u64; slots as usize * words];
     for (i, &s) in ids.iter().enumerate() {
         peq[s as usize * words + i / 64] |= 1u64 << (i % 64);
@@ -42,16 +35,9 @@ pub fn distance(a: &[char], b: &[char]) -> usize {
     let mut vn = vec![0u64; words];
     let mut dist = a.len() as i64;
     for &c in b {
-        let slot = if (c as u32) < 128 {
-            ascii[c as usize]
-        } else {
-            other.get(&c).copied().unwrap_or(u32::MAX)
-        };
-        let pm: &[u64] = if slot == u32::MAX {
-            &zero
-        } else {
-            &peq[slot as usize * words..(slot as usize + 1) * words]
-        };
+        let slot = if (c as u32) < 128 { ascii[c as usize] } else { other.get(&c).copied().unwrap_or(u32::MAX) };
+        let pm: &[u64] =
+            if slot == u32::MAX { &zero } else { &peq[slot as usize * words..(slot as usize + 1) * words] };
         let mut hp_carry = 1u64;
         let mut hn_carry = 0u64;
         for w in 0..words {

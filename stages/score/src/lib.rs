@@ -197,10 +197,7 @@ pub fn score_pair(reference: &str, output: &str, ctx: &CrystalContext) -> Lexica
 /// stripped non-empty cleaned lines.
 pub fn canon(x: &str) -> String {
     let clean = text::clean(x);
-    canon_of(
-        &clean,
-        doc2ci_yaml::load(&clean, &Limits::default()).ok().as_ref(),
-    )
+    canon_of(&clean, doc2ci_yaml::load(&clean, &Limits::default()).ok().as_ref())
 }
 
 /// The JSON fallback also covers values `json.dumps(sort_keys=True)` cannot write (keys of mixed
@@ -228,10 +225,7 @@ pub fn crystal_bleu(reference: &str, output: &str, ctx: &CrystalContext) -> f64 
     if r.is_empty() || o.is_empty() {
         return 0.0;
     }
-    crystal::crystal_bleu(
-        &crystal::WordSide::new(&r, ctx),
-        &crystal::WordSide::new(&o, ctx),
-    )
+    crystal::crystal_bleu(&crystal::WordSide::new(&r, ctx), &crystal::WordSide::new(&o, ctx))
 }
 
 /// ROUGE-L F1 over whitespace tokens of `lj`.
@@ -240,10 +234,7 @@ pub fn rouge_l(reference: &str, output: &str) -> f64 {
     if r.is_empty() || o.is_empty() {
         return 0.0;
     }
-    rouge::rouge_l(
-        &ngrams::Vocab::new(text::py_split(&r)),
-        &ngrams::Vocab::new(text::py_split(&o)),
-    )
+    rouge::rouge_l(&ngrams::Vocab::new(text::py_split(&r)), &ngrams::Vocab::new(text::py_split(&o)))
 }
 
 /// chrF / 100 over `lj` (lowercased, whitespace included, eps smoothing).
@@ -258,19 +249,12 @@ pub fn chrf(reference: &str, output: &str) -> f64 {
 /// 1 − d / (2·max(n1, n2)) of the YAML trees of `clean(x)`, d the Zhang–Shasha distance.
 pub fn tree_edit(reference: &str, output: &str) -> f64 {
     let ctx = CrystalContext::default();
-    score_prepared(
-        &Prepared::new(reference, &ctx),
-        &Prepared::new(output, &ctx),
-    )
-    .tree_edit
+    score_prepared(&Prepared::new(reference, &ctx), &Prepared::new(output, &ctx)).tree_edit
 }
 
 /// 1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.
 pub fn levenshtein(reference: &str, output: &str) -> f64 {
-    let (r, o): (Vec<char>, Vec<char>) = (
-        canon(reference).chars().collect(),
-        canon(output).chars().collect(),
-    );
+    let (r, o): (Vec<char>, Vec<char>) = (canon(reference).chars().collect(), canon(output).chars().collect());
     levenshtein::similarity(&o, &r)
 }
 
@@ -293,11 +277,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 /// 1 / (1 + L2 distance) of two embeddings.
 pub fn euclidean(a: &[f32], b: &[f32]) -> f64 {
     assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
-    let ss: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
-        .sum();
+    let ss: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
     1.0 / (1.0 + ss.sqrt())
 }
 
@@ -329,25 +309,16 @@ mod tests {
 
     #[test]
     fn unparseable_text_is_a_bare_root_and_canon_falls_back_to_lines() {
-        let p = Prepared::new(
-            "jobs:\n  a: [1,\n  # c\n   b: }",
-            &CrystalContext::default(),
-        );
+        let p = Prepared::new("jobs:\n  a: [1,\n  # c\n   b: }", &CrystalContext::default());
         assert_eq!(p.tree_nodes(), 1);
         assert_eq!(p.canon(), "jobs:\na: [1,\nb: }");
     }
 
     #[test]
     fn tree_labels_numbers_as_written() {
-        let p = Prepared::new(
-            "v: 0x1F\nf: True\nn: ~\nl: [1.10]\n",
-            &CrystalContext::default(),
-        );
+        let p = Prepared::new("v: 0x1F\nf: True\nn: ~\nl: [1.10]\n", &CrystalContext::default());
         let labels: Vec<&str> = p.tree.labels().collect();
-        assert_eq!(
-            labels,
-            ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]
-        );
+        assert_eq!(labels, ["0x1F", "v", "true", "f", "n", "1.10", "item_0", "l", "root"]);
     }
 
     #[test]
@@ -355,11 +326,7 @@ mod tests {
         let ctx = CrystalContext::default();
         // CloudEval scores each document: `a` matches, `b` is in both with other values.
         let s = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 3\n", &ctx);
-        assert!(
-            (s.kv_wildcard - 1.0 / 3.0).abs() < 1e-12,
-            "{}",
-            s.kv_wildcard
-        );
+        assert!((s.kv_wildcard - 1.0 / 3.0).abs() < 1e-12, "{}", s.kv_wildcard);
         assert_eq!(s.kv_exact, 0.0);
         let same = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 2\n", &ctx);
         assert_eq!((same.kv_exact, same.kv_wildcard), (1.0, 1.0));

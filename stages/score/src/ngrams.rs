@@ -48,10 +48,7 @@ pub fn key(ids: &[u32]) -> u128 {
 }
 
 /// Counts of each order's n-grams over `ids`, skipping positions `skip(n, start)` says to skip.
-pub fn count(
-    ids: &[u32],
-    skip: impl Fn(usize, usize) -> bool,
-) -> [FxHashMap<u128, u32>; MAX_ORDER] {
+pub fn count(ids: &[u32], skip: impl Fn(usize, usize) -> bool) -> [FxHashMap<u128, u32>; MAX_ORDER] {
     let mut out: [FxHashMap<u128, u32>; MAX_ORDER] = Default::default();
     for n in 1..=MAX_ORDER {
         if ids.len() < n {
@@ -90,10 +87,7 @@ pub fn clipped_matches(
             *local.entry(key(g)).or_insert(0) += 1;
         }
         let r = &refc[n - 1];
-        matches[n - 1] = local
-            .iter()
-            .map(|(k, &c)| r.get(k).map_or(0, |&rc| c.min(rc)) as u64)
-            .sum();
+        matches[n - 1] = local.iter().map(|(k, &c)| r.get(k).map_or(0, |&rc| c.min(rc)) as u64).sum();
     }
     matches
 }

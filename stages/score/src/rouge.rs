@@ -62,11 +62,7 @@ mod tests {
         let mut dp = vec![vec![0usize; b.len() + 1]; a.len() + 1];
         for i in 1..=a.len() {
             for j in 1..=b.len() {
-                dp[i][j] = if a[i - 1] == b[j - 1] {
-                    dp[i - 1][j - 1] + 1
-                } else {
-                    dp[i - 1][j].max(dp[i][j - 1])
-                };
+                dp[i][j] = if a[i - 1] == b[j - 1] { dp[i - 1][j - 1] + 1 } else { dp[i - 1][j].max(dp[i][j - 1]) };
             }
         }
         dp[a.len()][b.len()]
@@ -87,11 +83,7 @@ mod tests {
             let lb = next(200) as usize;
             let a: Vec<u32> = (0..la).map(|_| next(alpha as u64) as u32).collect();
             let b: Vec<u32> = (0..lb).map(|_| next(alpha as u64) as u32).collect();
-            assert_eq!(
-                lcs_len(&a, alpha as usize, &b),
-                naive(&a, &b),
-                "round {round}"
-            );
+            assert_eq!(lcs_len(&a, alpha as usize, &b), naive(&a, &b), "round {round}");
         }
     }
 

@@ -10,18 +10,7 @@ pub fn py_isspace(c: char) -> bool {
 
 #[inline]
 fn py_is_linebreak(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\u{b}'
-            | '\u{c}'
-            | '\r'
-            | '\u{1c}'
-            | '\u{1d}'
-            | '\u{1e}'
-            | '\u{85}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
+    matches!(c, '\n' | '\u{b}' | '\u{c}' | '\r' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
 }
 
 /// Python's `str.splitlines()` (no trailing empty line, `\r\n` is one break).
@@ -135,28 +124,21 @@ mod tests {
 
     #[test]
     fn splitlines_like_python() {
-        assert_eq!(
-            py_splitlines("a\r\nb\rc\n\nd\u{2028}e\n"),
-            vec!["a", "b", "c", "", "d", "e"]
-        );
+        assert_eq!(py_splitlines("a\r\nb\rc\n\nd\u{2028}e\n"), vec!["a", "b", "c", "", "d", "e"]);
         assert_eq!(py_splitlines(""), Vec::<&str>::new());
         assert_eq!(py_splitlines("\n"), vec![""]);
     }
 
     #[test]
     fn clean_drops_comments_but_not_quoted_hashes() {
-        let x =
-            "# top\non: push  # trigger\n\n   \nrun: echo \"#x\" '#y'\n  # indented\nurl: a#b\n";
+        let x = "# top\non: push  # trigger\n\n   \nrun: echo \"#x\" '#y'\n  # indented\nurl: a#b\n";
         assert_eq!(clean(x), "on: push\nrun: echo \"#x\" '#y'\nurl: a");
         assert_eq!(lj(x), "on: push run: echo \"#x\" '#y' url: a");
     }
 
     #[test]
     fn python_whitespace_includes_file_separators() {
-        assert_eq!(
-            py_split("a\u{1f}b\u{a0}c").collect::<Vec<_>>(),
-            vec!["a", "b", "c"]
-        );
+        assert_eq!(py_split("a\u{1f}b\u{a0}c").collect::<Vec<_>>(), vec!["a", "b", "c"]);
         assert_eq!(py_strip("\u{1c} x \u{3000}"), "x");
     }
 }

@@ -65,15 +65,8 @@ impl Arena {
         }
         let mut keyroots: Vec<u32> = highest.into_values().collect();
         keyroots.sort_unstable();
-        let labels = post
-            .iter()
-            .map(|&node| std::mem::take(&mut self.labels[node as usize]))
-            .collect();
-        Tree {
-            labels,
-            lld,
-            keyroots,
-        }
+        let labels = post.iter().map(|&node| std::mem::take(&mut self.labels[node as usize])).collect();
+        Tree { labels, lld, keyroots }
     }
 }
 

@@ -45,19 +45,12 @@ fn data_dir() -> PathBuf {
 fn docs_references(dir: &Path) -> Vec<String> {
     let path = dir.join("GitHubActions_Docs.csv.gz");
     let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .read_to_string(&mut text)
-    .expect("Docs file is gzip'd UTF-8");
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .read_to_string(&mut text)
+        .expect("Docs file is gzip'd UTF-8");
     let mut rdr = csv::Reader::from_reader(text.as_bytes());
     let headers = rdr.headers().expect("header row").clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no {name} column"))
-    };
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} column"));
     let (id, code) = (col("ID"), col("Code"));
     let mut rows: Vec<(u64, String)> = rdr
         .records()
@@ -76,16 +69,11 @@ fn run_peer(dir: &Path) -> Value {
         return serde_json::from_str(&text).expect("saved peer output is JSON");
     }
     let mut cmd = Command::new("python3");
-    cmd.current_dir(manifest_dir().join("tests/peers"))
-        .arg("metrics_peer.py")
-        .arg("--data")
-        .arg(dir);
+    cmd.current_dir(manifest_dir().join("tests/peers")).arg("metrics_peer.py").arg("--data").arg(dir);
     if std::env::var_os("DOC2CI_PEER_ALL").is_some() {
         cmd.arg("--all");
     }
-    let out = cmd
-        .output()
-        .expect("python3 runs (the peers need python3 with sacrebleu, crystalbleu, zss, ...)");
+    let out = cmd.output().expect("python3 runs (the peers need python3 with sacrebleu, crystalbleu, zss, ...)");
     assert!(
         out.status.success(),
         "metrics_peer.py failed (are the peers installed?):\n{}",
@@ -96,9 +84,7 @@ fn run_peer(dir: &Path) -> Value {
 
 fn committed_rouge() -> HashMap<String, (String, f64)> {
     let path = manifest_dir().join("tests/data/rouge_l_ignite.json");
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("committed ROUGE-L values"))
-            .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("committed ROUGE-L values")).unwrap();
     v["rows"]
         .as_array()
         .unwrap()
@@ -106,10 +92,7 @@ fn committed_rouge() -> HashMap<String, (String, f64)> {
         .map(|r| {
             (
                 r["key"].as_str().unwrap().to_string(),
-                (
-                    r["lj"].as_str().unwrap().to_string(),
-                    r["rouge_l"].as_f64().unwrap(),
-                ),
+                (r["lj"].as_str().unwrap().to_string(), r["rouge_l"].as_f64().unwrap()),
             )
         })
         .collect()
@@ -120,11 +103,7 @@ fn fingerprint(lj_ref: &str, lj_out: &str) -> String {
     h.update(lj_ref.as_bytes());
     h.update([0u8]);
     h.update(lj_out.as_bytes());
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 #[derive(Default)]
@@ -139,8 +118,7 @@ impl Agreement {
         let diff = (ours - peer).abs();
         if let Some((_, _, why)) = KNOWN.iter().find(|(k, m, _)| *k == key && *m == metric) {
             if diff <= TOLERANCE {
-                self.failures
-                    .push(format!("{key}: agrees now, drop it from KNOWN ({why})"));
+                self.failures.push(format!("{key}: agrees now, drop it from KNOWN ({why})"));
             }
             return;
         }
@@ -149,8 +127,7 @@ impl Agreement {
             self.max_diff = diff;
         }
         if diff.is_nan() || diff > TOLERANCE {
-            self.failures
-                .push(format!("{key}: ours {ours:?} peer {peer:?}"));
+            self.failures.push(format!("{key}: ours {ours:?} peer {peer:?}"));
         }
     }
 }
@@ -170,12 +147,7 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
         .unwrap()
         .iter()
         .map(|e| {
-            let g = e[0]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t.as_str().unwrap().to_string())
-                .collect();
+            let g = e[0].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
             (g, e[1].as_u64().unwrap())
         })
         .collect();
@@ -183,19 +155,9 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
     assert_eq!(ours, theirs, "CrystalBLEU's ignored n-grams differ");
 
     let rouge = committed_rouge();
-    let metrics = [
-        "bleu",
-        "crystal_bleu",
-        "rouge_l",
-        "chrf",
-        "tree_edit",
-        "levenshtein",
-        "exact",
-        "kv_exact",
-        "kv_wildcard",
-    ];
-    let mut agree: HashMap<&str, Agreement> =
-        metrics.iter().map(|m| (*m, Agreement::default())).collect();
+    let metrics =
+        ["bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein", "exact", "kv_exact", "kv_wildcard"];
+    let mut agree: HashMap<&str, Agreement> = metrics.iter().map(|m| (*m, Agreement::default())).collect();
     let mut text_failures = Vec::new();
     let mut real = 0;
     let rows = peer["rows"].as_array().unwrap();
@@ -204,10 +166,7 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
         if !key.starts_with("edge:") {
             real += 1;
         }
-        let (r, o) = (
-            row["reference"].as_str().unwrap(),
-            row["output"].as_str().unwrap(),
-        );
+        let (r, o) = (row["reference"].as_str().unwrap(), row["output"].as_str().unwrap());
         let (pr, po) = (Prepared::new(r, &ctx), Prepared::new(o, &ctx));
         for (what, ours, theirs) in [
             ("clean_ref", pr.clean(), &row["clean_ref"]),
@@ -218,36 +177,17 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
             ("canon_out", po.canon(), &row["canon_out"]),
         ] {
             if ours != theirs.as_str().unwrap() {
-                text_failures.push(format!(
-                    "{key} {what}:\n  ours {ours:?}\n  peer {:?}",
-                    theirs.as_str().unwrap()
-                ));
+                text_failures.push(format!("{key} {what}:\n  ours {ours:?}\n  peer {:?}", theirs.as_str().unwrap()));
             }
         }
         let nodes = [pr.tree_nodes() as u64, po.tree_nodes() as u64];
-        let peer_nodes: Vec<u64> = row["tree_nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n.as_u64().unwrap())
-            .collect();
+        let peer_nodes: Vec<u64> = row["tree_nodes"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
         if nodes[..] != peer_nodes[..] {
-            text_failures.push(format!(
-                "{key} tree nodes: ours {nodes:?} peer {peer_nodes:?}"
-            ));
+            text_failures.push(format!("{key} tree nodes: ours {nodes:?} peer {peer_nodes:?}"));
         }
         let s: LexicalScores = score_prepared(&pr, &po);
-        let ours = [
-            s.bleu,
-            s.crystal_bleu,
-            s.rouge_l,
-            s.chrf,
-            s.tree_edit,
-            s.levenshtein,
-            s.exact,
-            s.kv_exact,
-            s.kv_wildcard,
-        ];
+        let ours =
+            [s.bleu, s.crystal_bleu, s.rouge_l, s.chrf, s.tree_edit, s.levenshtein, s.exact, s.kv_exact, s.kv_wildcard];
         for (m, v) in metrics.iter().zip(ours) {
             if *m == "rouge_l" {
                 match rouge.get(key) {
@@ -265,36 +205,19 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
                     ),
                 }
             } else {
-                agree
-                    .get_mut(m)
-                    .unwrap()
-                    .check(m, key, v, row[*m].as_f64().unwrap());
+                agree.get_mut(m).unwrap().check(m, key, v, row[*m].as_f64().unwrap());
             }
         }
     }
 
-    println!(
-        "{} pairs ({} real, {} edge cases); tolerance {TOLERANCE:e}",
-        rows.len(),
-        real,
-        rows.len() - real
-    );
+    println!("{} pairs ({} real, {} edge cases); tolerance {TOLERANCE:e}", rows.len(), real, rows.len() - real);
     for (key, metric, why) in KNOWN {
         println!("known difference, not counted: {key} {metric}: {why}");
     }
-    println!(
-        "{:<14} {:>6} {:>12} {:>9}",
-        "metric", "rows", "max |diff|", "failures"
-    );
+    println!("{:<14} {:>6} {:>12} {:>9}", "metric", "rows", "max |diff|", "failures");
     for m in metrics {
         let a = &agree[m];
-        println!(
-            "{:<14} {:>6} {:>12.3e} {:>9}",
-            m,
-            a.rows,
-            a.max_diff,
-            a.failures.len()
-        );
+        println!("{:<14} {:>6} {:>12.3e} {:>9}", m, a.rows, a.max_diff, a.failures.len());
     }
     let mut report = String::new();
     for f in &text_failures {
@@ -306,9 +229,6 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
         }
     }
     assert!(real >= 500, "at least 500 real pairs, got {real}");
-    assert!(
-        agree["rouge_l"].rows >= 500,
-        "ROUGE-L compared on at least 500 pairs"
-    );
+    assert!(agree["rouge_l"].rows >= 500, "ROUGE-L compared on at least 500 pairs");
     assert!(report.is_empty(), "disagreements with the peers:\n{report}");
 }

@@ -20,7 +20,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let gguf = gguf.unwrap_or_else(|| {
-        let assets = std::env::var_os("DOC2CI_ASSETS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
+        let assets = std::env::var_os("DOC2CI_ASSETS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
     });
     let t = Instant::now();

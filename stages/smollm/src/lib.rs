@@ -38,7 +38,10 @@ pub struct ChatTemplate {
 impl ChatTemplate {
     pub fn from_jinja(t: &str) -> Result<ChatTemplate> {
         if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && t.contains("message['role']")) {
-            bail!("chat template is not ChatML (only ChatML is supported): {}", t.chars().take(200).collect::<String>());
+            bail!(
+                "chat template is not ChatML (only ChatML is supported): {}",
+                t.chars().take(200).collect::<String>()
+            );
         }
         // The newline after "system" is a real one in SmolLM2's GGUF; other converters keep Jinja's escape.
         let default_system = if t.contains("messages[0]['role'] != 'system'") {
@@ -78,7 +81,8 @@ fn md_str<'a>(ct: &'a gguf_file::Content, k: &str) -> Result<&'a String> {
 }
 
 fn md_strings(ct: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
-    let v = ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_vec().map_err(|e| anyhow!("GGUF {k}: {e}"))?;
+    let v =
+        ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_vec().map_err(|e| anyhow!("GGUF {k}: {e}"))?;
     v.iter().map(|x| x.to_string().cloned().map_err(|e| anyhow!("GGUF {k}: {e}"))).collect()
 }
 
@@ -92,7 +96,8 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
         bail!("tokenizer.ggml.model is {model:?}; only byte-level BPE (gpt2) is supported");
     }
     let pre = ct.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
-    let split_digits = matches!(pre.as_str(), "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva");
+    let split_digits =
+        matches!(pre.as_str(), "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva");
     let tokens = md_strings(ct, "tokenizer.ggml.tokens")?;
     let merges = md_strings(ct, "tokenizer.ggml.merges")?;
     let types: Vec<i64> = match ct.metadata.get("tokenizer.ggml.token_type") {
@@ -102,7 +107,9 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
     let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
     let merges: Vec<(String, String)> = merges
         .iter()
-        .map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}")))
+        .map(|m| {
+            m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}"))
+        })
         .collect::<Result<_>>()?;
     let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| anyhow!("BPE from GGUF: {e}"))?;
     let mut tok = tokenizers::Tokenizer::new(bpe);
@@ -140,7 +147,8 @@ pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek))
         let q = ct.tensor(reader, name, &dev)?;
         let q = match q.dtype() {
             GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
-                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0).with_context(|| format!("re-quantizing {name}"))?
+                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0)
+                    .with_context(|| format!("re-quantizing {name}"))?
             }
             _ => q,
         };
@@ -204,7 +212,8 @@ impl Embedded {
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
         let device = Device::Cpu;
-        let model = ModelWeights::from_gguf(ct, &mut r, &device).map_err(|e| anyhow!("loading {weights_source}: {e}"))?;
+        let model =
+            ModelWeights::from_gguf(ct, &mut r, &device).map_err(|e| anyhow!("loading {weights_source}: {e}"))?;
         Ok(Embedded { model: Mutex::new(model), tokenizer, template, stop, name, weights_source, device })
     }
 
@@ -222,21 +231,38 @@ impl Embedded {
     }
 
     /// Greedy when temperature == 0; sampling with the seed otherwise. Blocking, CPU-bound.
-    pub fn generate(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<Reply> {
+    pub fn generate(
+        &self,
+        messages: &[Message],
+        max_tokens: u32,
+        temperature: f32,
+        seed: Option<u64>,
+    ) -> Result<Reply> {
         let (ids, reply) = self.generate_ids(messages, max_tokens, temperature, seed)?;
         let _ = ids;
         Ok(reply)
     }
 
     /// Like `generate`, also returning the completion's token ids (for comparisons with llama.cpp).
-    pub fn generate_ids(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<(Vec<u32>, Reply)> {
+    pub fn generate_ids(
+        &self,
+        messages: &[Message],
+        max_tokens: u32,
+        temperature: f32,
+        seed: Option<u64>,
+    ) -> Result<(Vec<u32>, Reply)> {
         let started = Instant::now();
         let prompt = self.prompt(messages);
         let prompt_ids = self.tokenize(&prompt)?;
         if prompt_ids.len() >= MAX_SEQ_LEN {
-            bail!("{}: prompt has {} tokens; the embedded model takes at most {MAX_SEQ_LEN}", self.name, prompt_ids.len());
+            bail!(
+                "{}: prompt has {} tokens; the embedded model takes at most {MAX_SEQ_LEN}",
+                self.name,
+                prompt_ids.len()
+            );
         }
-        let sampling = if temperature <= 0.0 { Sampling::ArgMax } else { Sampling::All { temperature: temperature as f64 } };
+        let sampling =
+            if temperature <= 0.0 { Sampling::ArgMax } else { Sampling::All { temperature: temperature as f64 } };
         let mut sampler = LogitsProcessor::from_sampling(seed.unwrap_or_else(rand_seed), sampling);
         let mut model = self.model.lock().map_err(|_| anyhow!("{}: model poisoned by an earlier panic", self.name))?;
         model.clear_kv_cache();
@@ -295,7 +321,8 @@ impl Backend for EmbeddedBackend {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
         let _permit = self.gate.acquire().await.map_err(|e| LlmError::Other(format!("{}: {e}", self.describe())))?;
         let model = self.model.clone();
-        let (messages, max_tokens, temperature, seed) = (req.messages.clone(), req.max_tokens, req.temperature, req.seed);
+        let (messages, max_tokens, temperature, seed) =
+            (req.messages.clone(), req.max_tokens, req.temperature, req.seed);
         let r = tokio::task::spawn_blocking(move || model.generate(&messages, max_tokens, temperature, seed)).await;
         match r {
             Ok(Ok(reply)) => Ok(reply),

@@ -420,9 +420,7 @@ impl Rng {
 pub fn bootstrap_means(values: &[f64], seed: u64, resamples: usize) -> Vec<f64> {
     let mut rng = Rng::new(seed);
     let n = values.len();
-    (0..resamples)
-        .map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64)
-        .collect()
+    (0..resamples).map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64).collect()
 }
 
 /// Percentile bootstrap CI of the mean at `level` (e.g. 0.95); None for no values.

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use doc2ci_rows::{ModelRow, Score, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::{bootstrap_mean_ci, cliffs_delta, friedman, holm, mann_whitney, mcnemar, mean, pass_at_k, spearman, wilcoxon, Tier};
+use crate::{
+    bootstrap_mean_ci, cliffs_delta, friedman, holm, mann_whitney, mcnemar, mean, pass_at_k, spearman, wilcoxon, Tier,
+};
 
 /// One row of the `stats` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,12 +49,17 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Self { seed: 20_260_601, resamples: 2000, ci_metrics: ["cosine", "parse_ok", "schema_ok"].map(String::from).to_vec() }
+        Self {
+            seed: 20_260_601,
+            resamples: 2000,
+            ci_metrics: ["cosine", "parse_ok", "schema_ok"].map(String::from).to_vec(),
+        }
     }
 }
 
 /// Similarity metrics (the eight of the study) then validity indicators, in report order.
-pub const SIMILARITY: &[&str] = &["cosine", "euclidean", "bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein"];
+pub const SIMILARITY: &[&str] =
+    &["cosine", "euclidean", "bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein"];
 pub const VALIDITY: &[&str] = &["exact", "parse_ok", "schema_ok", "fragment"];
 /// Marks the method of base-vs-fine-tuned rows.
 pub const FINE_TUNE_TAG: &str = "fine-tuned vs base";
@@ -95,7 +102,16 @@ pub fn units(scores: &[Score], validations: &[Validation]) -> Vec<Unit> {
         e.insert("schema_ok", v.schema_ok as u8 as f64);
         e.insert("fragment", v.fragment as u8 as f64);
     }
-    map.into_iter().map(|((service, pair_id, model, sample, round), values)| Unit { service, pair_id, model, sample, round, values }).collect()
+    map.into_iter()
+        .map(|((service, pair_id, model, sample, round), values)| Unit {
+            service,
+            pair_id,
+            model,
+            sample,
+            round,
+            values,
+        })
+        .collect()
 }
 
 /// A Spearman row over all services; a single test, so its Holm p is its p.
@@ -112,7 +128,15 @@ fn spearman_row(metric: &str, a: &str, b: &str, t: &crate::TestResult, n: usize)
 
 /// A Wilcoxon signed-rank row with its matched-pairs rank-biserial r; `method_note` is appended
 /// to the p-value method (e.g. what the pairs are).
-fn wilcoxon_row(service: &str, metric: &str, a: &str, b: &str, w: &crate::Wilcoxon, n: usize, method_note: &str) -> StatRow {
+fn wilcoxon_row(
+    service: &str,
+    metric: &str,
+    a: &str,
+    b: &str,
+    w: &crate::Wilcoxon,
+    n: usize,
+    method_note: &str,
+) -> StatRow {
     let mut r = row("wilcoxon", service, metric, a, b, n);
     r.statistic = fin(w.statistic);
     r.p = fin(w.p);
@@ -159,12 +183,14 @@ pub fn tier_of(m: &ModelRow) -> Option<Tier> {
 /// All the study's tests. A model with a `base_model` is compared with its base (RQ6).
 pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
     let mut out = Vec::new();
-    let fine_tuned: Vec<(&str, &str)> = models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect();
+    let fine_tuned: Vec<(&str, &str)> =
+        models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect();
     let zs: Vec<&Unit> = units.iter().filter(|u| u.round == 0 && u.sample == 0).collect();
     let services: BTreeSet<&str> = zs.iter().map(|u| u.service.as_str()).collect();
     let model_names: BTreeSet<&str> = zs.iter().map(|u| u.model.as_str()).collect();
     let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
-    let metrics: Vec<&'static str> = SIMILARITY.iter().chain(VALIDITY).copied().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
+    let metrics: Vec<&'static str> =
+        SIMILARITY.iter().chain(VALIDITY).copied().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
     let sims: Vec<&'static str> = metrics.iter().copied().filter(|m| SIMILARITY.contains(m)).collect();
 
     // (service, model) → pair → unit values
@@ -192,7 +218,11 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                 }
                 out.push(mean_row(svc_name, metric, m, &v, with_ci, &mut seed, p));
             }
-            let all: Vec<f64> = zs.iter().filter(|u| svc.is_none_or(|s| u.service == s)).filter_map(|u| u.values.get(metric).copied()).collect();
+            let all: Vec<f64> = zs
+                .iter()
+                .filter(|u| svc.is_none_or(|s| u.service == s))
+                .filter_map(|u| u.values.get(metric).copied())
+                .collect();
             if !all.is_empty() {
                 out.push(mean_row(svc_name, metric, "all models", &all, with_ci, &mut seed, p));
             }
@@ -209,7 +239,10 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
             if let Some(t) = tier_of(mr) {
                 groups.entry(format!("tier:{}", t.name())).or_default().extend(&v);
                 if let Some(code) = mr.code {
-                    groups.entry(format!("tier:{}:{}", t.name(), if code { "code" } else { "general" })).or_default().extend(&v);
+                    groups
+                        .entry(format!("tier:{}:{}", t.name(), if code { "code" } else { "general" }))
+                        .or_default()
+                        .extend(&v);
                 }
             }
             if let Some(code) = mr.code {
@@ -227,9 +260,18 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
         if ms.len() < 3 {
             continue;
         }
-        let common: Vec<&str> = cell[&(*svc, ms[0])].keys().copied().filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid))).collect();
+        let common: Vec<&str> = cell[&(*svc, ms[0])]
+            .keys()
+            .copied()
+            .filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid)))
+            .collect();
         for metric in &sims {
-            let blocks: Vec<Vec<f64>> = common.iter().filter_map(|pid| ms.iter().map(|m| cell[&(*svc, *m)][pid].get(metric).copied()).collect::<Option<Vec<f64>>>()).collect();
+            let blocks: Vec<Vec<f64>> = common
+                .iter()
+                .filter_map(|pid| {
+                    ms.iter().map(|m| cell[&(*svc, *m)][pid].get(metric).copied()).collect::<Option<Vec<f64>>>()
+                })
+                .collect();
             if blocks.is_empty() {
                 continue;
             }
@@ -286,11 +328,14 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
     // ---- services: Friedman on per-model means (blocks = models), Wilcoxon pairs, Cliff's δ ----
     let svcs: Vec<&str> = services.iter().copied().collect();
     for metric in &metrics {
-        let full: Vec<&str> = model_names.iter().copied().filter(|m| svcs.iter().all(|s| cell.contains_key(&(*s, *m)))).collect();
-        let means: Vec<Vec<f64>> = full.iter().map(|m| svcs.iter().map(|s| mean(&vals(Some(s), m, metric))).collect()).collect();
+        let full: Vec<&str> =
+            model_names.iter().copied().filter(|m| svcs.iter().all(|s| cell.contains_key(&(*s, *m)))).collect();
+        let means: Vec<Vec<f64>> =
+            full.iter().map(|m| svcs.iter().map(|s| mean(&vals(Some(s), m, metric))).collect()).collect();
         if svcs.len() >= 3 && !full.is_empty() && means.iter().flatten().all(|v| v.is_finite()) {
             if let Some(t) = friedman(&means) {
-                let mut r = row("friedman", "all", metric, &format!("{} services", svcs.len()), "per-model means", full.len());
+                let mut r =
+                    row("friedman", "all", metric, &format!("{} services", svcs.len()), "per-model means", full.len());
                 r.statistic = fin(t.statistic);
                 r.p = fin(t.p);
                 r.p_holm = r.p;
@@ -311,8 +356,10 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                         fam_w.push(wilcoxon_row("all", metric, svcs[i], svcs[j], &w, full.len(), " (per-model means)"));
                     }
                 }
-                let x: Vec<f64> = zs.iter().filter(|u| u.service == svcs[i]).filter_map(|u| u.values.get(metric).copied()).collect();
-                let y: Vec<f64> = zs.iter().filter(|u| u.service == svcs[j]).filter_map(|u| u.values.get(metric).copied()).collect();
+                let x: Vec<f64> =
+                    zs.iter().filter(|u| u.service == svcs[i]).filter_map(|u| u.values.get(metric).copied()).collect();
+                let y: Vec<f64> =
+                    zs.iter().filter(|u| u.service == svcs[j]).filter_map(|u| u.values.get(metric).copied()).collect();
                 if let Some(r) = mwu_row("all", metric, svcs[i], svcs[j], &x, &y) {
                     fam_u.push(r);
                 }
@@ -323,7 +370,8 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
     }
 
     // ---- RQ2: size and specialization (open models) ----
-    let open_models: Vec<&str> = model_names.iter().copied().filter(|m| meta.get(m).is_some_and(|mr| open(mr))).collect();
+    let open_models: Vec<&str> =
+        model_names.iter().copied().filter(|m| meta.get(m).is_some_and(|mr| open(mr))).collect();
     for metric in &metrics {
         let mut by_tier: BTreeMap<Tier, Vec<f64>> = BTreeMap::new();
         let (mut gen, mut code) = (Vec::new(), Vec::new());
@@ -354,7 +402,9 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
         let mut fam = Vec::new();
         for i in 0..tiers.len() {
             for j in i + 1..tiers.len() {
-                if let Some(r) = mwu_row("all", metric, tiers[i].name(), tiers[j].name(), &by_tier[&tiers[i]], &by_tier[&tiers[j]]) {
+                if let Some(r) =
+                    mwu_row("all", metric, tiers[i].name(), tiers[j].name(), &by_tier[&tiers[i]], &by_tier[&tiers[j]])
+                {
                     fam.push(r);
                 }
             }
@@ -374,7 +424,8 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
 
     // ---- RQ6: repair (final round vs zero-shot) and fine-tuning (vs base), paired ----
     let final_round = final_rounds(units);
-    let repaired_models: BTreeSet<&str> = units.iter().filter(|u| u.round > 0 && u.sample == 0).map(|u| u.model.as_str()).collect();
+    let repaired_models: BTreeSet<&str> =
+        units.iter().filter(|u| u.round > 0 && u.sample == 0).map(|u| u.model.as_str()).collect();
     for svc in services.iter().map(|s| Some(*s)).chain([None]) {
         let svc_name = svc.unwrap_or("all");
         let mut fam_v = Vec::new();
@@ -506,7 +557,14 @@ fn push_holm(out: &mut Vec<StatRow>, mut fam: Vec<StatRow>) {
 type Cell<'a> = BTreeMap<(&'a str, &'a str), BTreeMap<&'a str, &'a BTreeMap<&'static str, f64>>>;
 
 /// Values of two models on the pairs both answered (one service, or all services).
-fn paired(cell: &Cell, svc: Option<&str>, a: &str, b: &str, metric: &str, services: &BTreeSet<&str>) -> (Vec<f64>, Vec<f64>) {
+fn paired(
+    cell: &Cell,
+    svc: Option<&str>,
+    a: &str,
+    b: &str,
+    metric: &str,
+    services: &BTreeSet<&str>,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for s in services.iter().filter(|s| svc.is_none_or(|v| v == **s)) {
         let (Some(ca), Some(cb)) = (cell.get(&(*s, a)), cell.get(&(*s, b))) else { continue };
@@ -540,7 +598,13 @@ fn final_rounds(units: &[Unit]) -> HashMap<(&str, &str, &str), &Unit> {
 
 /// Zero-shot vs final-round values of one model: pairs never repaired keep their zero-shot value,
 /// so the contrast is the effect of running repair over the whole set.
-fn zero_vs_repaired(zs: &[&Unit], fin_round: &HashMap<(&str, &str, &str), &Unit>, svc: Option<&str>, model: &str, metric: &str) -> (Vec<f64>, Vec<f64>) {
+fn zero_vs_repaired(
+    zs: &[&Unit],
+    fin_round: &HashMap<(&str, &str, &str), &Unit>,
+    svc: Option<&str>,
+    model: &str,
+    metric: &str,
+) -> (Vec<f64>, Vec<f64>) {
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for u in zs.iter().filter(|u| u.model == model && svc.is_none_or(|s| u.service == s)) {
         let last = fin_round.get(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).copied().unwrap_or(*u);

@@ -101,7 +101,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
         ("n=5 exact", vec![1.1, 2.3, 0.4, 5.0, 3.3], vec![0.2, 2.9, 1.0, 1.0, 0.2]),
         ("n=6 one sign exact", vec![2.0, 3.0, 4.5, 5.0, 6.25, 7.0], vec![1.0; 6]),
         ("n=10 ties permutation", values(1, 10, 0.25), values(2, 10, 0.25)),
-        ("n=10 zeros permutation", vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], vec![1.0, 2.5, 2.0, 4.0, 3.0, 7.5, 1.0, 8.0, 11.0, 0.0]),
+        (
+            "n=10 zeros permutation",
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0],
+            vec![1.0, 2.5, 2.0, 4.0, 3.0, 7.5, 1.0, 8.0, 11.0, 0.0],
+        ),
         ("n=13 tie+zero permutation", values(3, 13, 0.1), values(4, 13, 0.1)),
         ("n=14 ties normal", values(5, 14, 0.1), values(6, 14, 0.1)),
         ("n=30 exact", values(7, 30, 0.001), values(8, 30, 0.001)),
@@ -114,7 +118,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
     }
     let mwu_cases: Vec<(&str, Vec<f64>, Vec<f64>)> = vec![
         ("3 vs 4 exact", vec![0.1, 0.5, 0.9], vec![0.2, 0.3, 0.4, 0.6]),
-        ("8 vs 100 exact", values(20, 8, 1e-9).iter().map(|v| v + 0.5e-9).collect(), (0..100).map(|i| i as f64 / 100.0).collect()),
+        (
+            "8 vs 100 exact",
+            values(20, 8, 1e-9).iter().map(|v| v + 0.5e-9).collect(),
+            (0..100).map(|i| i as f64 / 100.0).collect(),
+        ),
         ("5 vs 7 ties normal", values(21, 5, 0.25), values(22, 7, 0.25)),
         ("20 vs 25 normal", values(23, 20, 0.001), values(24, 25, 0.001)),
         ("300 vs 200 ties normal", values(25, 300, 0.05), values(26, 200, 0.05)),
@@ -127,7 +135,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
         );
     }
     let blocks: Vec<Vec<f64>> = (0..12).map(|i| values(30 + i, 4, 0.25)).collect();
-    add("friedman crafted ties 12x4".into(), json!({"kind": "friedman", "blocks": blocks}), Ours::Test(st::friedman(&blocks)));
+    add(
+        "friedman crafted ties 12x4".into(),
+        json!({"kind": "friedman", "blocks": blocks}),
+        Ours::Test(st::friedman(&blocks)),
+    );
     let blocks3: Vec<Vec<f64>> = vec![vec![1.0, 2.0, 3.0], vec![2.0, 1.0, 3.0]];
     add("friedman 2 blocks".into(), json!({"kind": "friedman", "blocks": blocks3}), Ours::Test(st::friedman(&blocks3)));
     let sp: Vec<(&str, Vec<f64>, Vec<f64>)> = vec![
@@ -142,31 +154,48 @@ fn statistics_match_scipy_statsmodels_sklearn() {
         add(format!("spearman {name}"), json!({"kind": "spearman", "x": x, "y": y}), Ours::Test(st::spearman(&x, &y)));
     }
     for (b, c) in [(0u64, 0u64), (0, 5), (3, 9), (12, 12), (24, 0), (13, 12), (30, 12), (100, 140), (500, 20)] {
-        add(format!("mcnemar b={b} c={c}"), json!({"kind": "mcnemar", "b": b, "c": c}), Ours::Test(Some(st::mcnemar(b, c))));
+        add(
+            format!("mcnemar b={b} c={c}"),
+            json!({"kind": "mcnemar", "b": b, "c": c}),
+            Ours::Test(Some(st::mcnemar(b, c))),
+        );
     }
     let ps = vec![0.01, 0.04, 0.03, 0.04, 0.5, 1e-12, 0.2, 0.2];
     add("holm ties".into(), json!({"kind": "holm", "p": ps}), Ours::Holm(st::holm(&ps)));
     let a = ["usable", "partial", "unusable", "usable", "usable", "partial", "unusable", "partial", "usable", "usable"];
-    let b = ["usable", "usable", "unusable", "usable", "partial", "partial", "unusable", "unusable", "usable", "usable"];
+    let b =
+        ["usable", "usable", "unusable", "usable", "partial", "partial", "unusable", "unusable", "usable", "usable"];
     add("kappa 3-point".into(), json!({"kind": "kappa", "a": a, "b": b}), Ours::Kappa(st::cohen_kappa(&a, &b)));
     let b2 = ["usable", "usable", "usable", "usable", "usable", "usable", "usable", "usable", "usable", "partial"];
     add("kappa skewed".into(), json!({"kind": "kappa", "a": a, "b": b2}), Ours::Kappa(st::cohen_kappa(&a, &b2)));
     let v = values(50, 37, 0.001);
-    add("percentile".into(), json!({"kind": "percentile", "x": v, "q": [2.5, 97.5]}), Ours::Pair(st::percentile(&v, 2.5), st::percentile(&v, 97.5)));
+    add(
+        "percentile".into(),
+        json!({"kind": "percentile", "x": v, "q": [2.5, 97.5]}),
+        Ours::Pair(st::percentile(&v, 2.5), st::percentile(&v, 97.5)),
+    );
     let boot = st::bootstrap_means(&v, 42, 999);
     add(
         "percentile of our bootstrap".into(),
         json!({"kind": "percentile", "x": boot, "q": [2.5, 97.5]}),
-        Ours::Pair(st::bootstrap_mean_ci(&v, 42, 999, 0.95).unwrap().0, st::bootstrap_mean_ci(&v, 42, 999, 0.95).unwrap().1),
+        Ours::Pair(
+            st::bootstrap_mean_ci(&v, 42, 999, 0.95).unwrap().0,
+            st::bootstrap_mean_ci(&v, 42, 999, 0.95).unwrap().1,
+        ),
     );
     for (n, c, k) in [(10u64, 3u64, 1u64), (10, 3, 5), (20, 0, 5), (5, 4, 2), (200, 17, 10)] {
-        add(format!("pass@k n={n} c={c} k={k}"), json!({"kind": "pass_at_k", "n": n, "c": c, "k": k}), Ours::Value(st::pass_at_k(n, c, k)));
+        add(
+            format!("pass@k n={n} c={c} k={k}"),
+            json!({"kind": "pass_at_k", "n": n, "c": c, "k": k}),
+            Ours::Value(st::pass_at_k(n, c, k)),
+        );
     }
 
     // ---- real: the six llm4ci models on their 725 common GitHub Actions pairs ----
     let r = real();
     let models: Vec<&String> = r.by_model.keys().collect();
-    let pairs: Vec<&String> = r.by_model[models[0]].keys().filter(|p| models.iter().all(|m| r.by_model[*m].contains_key(*p))).collect();
+    let pairs: Vec<&String> =
+        r.by_model[models[0]].keys().filter(|p| models.iter().all(|m| r.by_model[*m].contains_key(*p))).collect();
     assert!(pairs.len() > 500, "common pairs: {}", pairs.len());
     for (mi, metric) in ["cosine", "tree_edit", "rouge_l"].iter().enumerate() {
         let get = |m: &String, p: &String| {
@@ -174,7 +203,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
             [v.0, v.1, v.2][mi]
         };
         let blocks: Vec<Vec<f64>> = pairs.iter().map(|p| models.iter().map(|m| get(m, p)).collect()).collect();
-        add(format!("friedman real {metric}"), json!({"kind": "friedman", "blocks": blocks}), Ours::Test(st::friedman(&blocks)));
+        add(
+            format!("friedman real {metric}"),
+            json!({"kind": "friedman", "blocks": blocks}),
+            Ours::Test(st::friedman(&blocks)),
+        );
         let mut wil_p = Vec::new();
         for i in 0..models.len() {
             for j in i + 1..models.len() {
@@ -182,10 +215,18 @@ fn statistics_match_scipy_statsmodels_sklearn() {
                 let y: Vec<f64> = pairs.iter().map(|p| get(models[j], p)).collect();
                 let w = st::wilcoxon(&x, &y);
                 wil_p.push(w.as_ref().map_or(f64::NAN, |w| w.p));
-                add(format!("wilcoxon real {metric} {} vs {}", models[i], models[j]), json!({"kind": "wilcoxon", "x": x, "y": y}), Ours::Wil(w));
+                add(
+                    format!("wilcoxon real {metric} {} vs {}", models[i], models[j]),
+                    json!({"kind": "wilcoxon", "x": x, "y": y}),
+                    Ours::Wil(w),
+                );
                 // A small real subsample: the exact branch on real values.
                 let (xs, ys) = (&x[..20], &y[..20]);
-                add(format!("wilcoxon real n=20 {metric} {} vs {}", models[i], models[j]), json!({"kind": "wilcoxon", "x": xs, "y": ys}), Ours::Wil(st::wilcoxon(xs, ys)));
+                add(
+                    format!("wilcoxon real n=20 {metric} {} vs {}", models[i], models[j]),
+                    json!({"kind": "wilcoxon", "x": xs, "y": ys}),
+                    Ours::Wil(st::wilcoxon(xs, ys)),
+                );
             }
         }
         add(format!("holm real {metric}"), json!({"kind": "holm", "p": wil_p}), Ours::Holm(st::holm(&wil_p)));
@@ -194,7 +235,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
         for m in &models {
             let Some(&is_code) = r.code.get(*m) else { continue };
             let vals = pairs.iter().map(|p| get(m, p));
-            if is_code { code.extend(vals) } else { gen.extend(vals) }
+            if is_code {
+                code.extend(vals)
+            } else {
+                gen.extend(vals)
+            }
         }
         add(
             format!("mannwhitneyu real {metric} general vs code"),
@@ -204,14 +249,23 @@ fn statistics_match_scipy_statsmodels_sklearn() {
         // Size vs per-model mean.
         let (sizes, means): (Vec<f64>, Vec<f64>) = models
             .iter()
-            .filter_map(|m| r.size.get(*m).map(|s| (*s, pairs.iter().map(|p| get(m, p)).sum::<f64>() / pairs.len() as f64)))
+            .filter_map(|m| {
+                r.size.get(*m).map(|s| (*s, pairs.iter().map(|p| get(m, p)).sum::<f64>() / pairs.len() as f64))
+            })
             .unzip();
-        add(format!("spearman real size vs {metric}"), json!({"kind": "spearman", "x": sizes, "y": means}), Ours::Test(st::spearman(&sizes, &means)));
+        add(
+            format!("spearman real size vs {metric}"),
+            json!({"kind": "spearman", "x": sizes, "y": means}),
+            Ours::Test(st::spearman(&sizes, &means)),
+        );
         let all: Vec<f64> = pairs.iter().map(|p| get(models[0], p)).collect();
         add(
             format!("bootstrap real {metric} (scipy, loose)"),
             json!({"kind": "bootstrap", "x": all, "resamples": 2000}),
-            Ours::Boot(st::bootstrap_mean_ci(&all, 1, 2000, 0.95).unwrap().0, st::bootstrap_mean_ci(&all, 1, 2000, 0.95).unwrap().1),
+            Ours::Boot(
+                st::bootstrap_mean_ci(&all, 1, 2000, 0.95).unwrap().0,
+                st::bootstrap_mean_ci(&all, 1, 2000, 0.95).unwrap().1,
+            ),
         );
     }
     for i in 0..models.len() {
@@ -224,7 +278,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
                     _ => {}
                 }
             }
-            add(format!("mcnemar real schema_ok {} vs {}", models[i], models[j]), json!({"kind": "mcnemar", "b": b, "c": c}), Ours::Test(Some(st::mcnemar(b, c))));
+            add(
+                format!("mcnemar real schema_ok {} vs {}", models[i], models[j]),
+                json!({"kind": "mcnemar", "b": b, "c": c}),
+                Ours::Test(Some(st::mcnemar(b, c))),
+            );
         }
     }
 
@@ -285,13 +343,24 @@ fn statistics_match_scipy_statsmodels_sklearn() {
                 // Different resamples: agree to a small fraction of the interval's width.
                 let (pl, ph) = (pv["low"].as_f64().unwrap(), pv["high"].as_f64().unwrap());
                 let w = ph - pl;
-                assert!((lo - pl).abs() < 0.1 * w && (hi - ph).abs() < 0.1 * w, "{name}: ours [{lo}, {hi}], scipy [{pl}, {ph}]");
+                assert!(
+                    (lo - pl).abs() < 0.1 * w && (hi - ph).abs() < 0.1 * w,
+                    "{name}: ours [{lo}, {hi}], scipy [{pl}, {ph}]"
+                );
             }
             Ours::Value(v) => close(*v, &pv["value"], 1e-12, name),
         }
     }
     // Every p-value branch was exercised.
-    for m in ["wilcoxon exact", "wilcoxon permutation", "wilcoxon normal", "mannwhitneyu exact", "mannwhitneyu normal", "mcnemar binomial", "mcnemar chi2"] {
+    for m in [
+        "wilcoxon exact",
+        "wilcoxon permutation",
+        "wilcoxon normal",
+        "mannwhitneyu exact",
+        "mannwhitneyu normal",
+        "mcnemar binomial",
+        "mcnemar chi2",
+    ] {
         assert!(methods.contains_key(m), "no case took the {m} branch: {methods:?}");
     }
     eprintln!("{} cases agree; branches {methods:?}", cases.len());

@@ -36,12 +36,7 @@ pub enum Service {
 }
 
 impl Service {
-    pub const ALL: [Service; 4] = [
-        Service::GithubActions,
-        Service::CircleCi,
-        Service::GitlabCi,
-        Service::TravisCi,
-    ];
+    pub const ALL: [Service; 4] = [Service::GithubActions, Service::CircleCi, Service::GitlabCi, Service::TravisCi];
 
     /// The partition name used in the warehouse and in `pipeline.toml`.
     pub fn name(self) -> &'static str {
@@ -67,10 +62,9 @@ impl fmt::Display for Service {
 impl FromStr for Service {
     type Err = Error;
     fn from_str(s: &str) -> Result<Service, Error> {
-        Service::ALL
-            .into_iter()
-            .find(|svc| svc.name() == s)
-            .ok_or_else(|| Error(format!("unknown service {s:?} (expected one of github-actions, circleci, gitlab-ci, travis-ci)")))
+        Service::ALL.into_iter().find(|svc| svc.name() == s).ok_or_else(|| {
+            Error(format!("unknown service {s:?} (expected one of github-actions, circleci, gitlab-ci, travis-ci)"))
+        })
     }
 }
 
@@ -116,54 +110,38 @@ fn draft_of(schema: &serde_json::Value) -> Result<jsonschema::Draft, Error> {
     let Some(uri) = schema.get("$schema").and_then(|s| s.as_str()) else {
         return Ok(Draft::Draft202012);
     };
-    let trimmed = uri
-        .trim_end_matches('#')
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
+    let trimmed = uri.trim_end_matches('#').trim_start_matches("https://").trim_start_matches("http://");
     Ok(match trimmed {
         "json-schema.org/draft-04/schema" => Draft::Draft4,
         "json-schema.org/draft-06/schema" => Draft::Draft6,
         "json-schema.org/draft-07/schema" => Draft::Draft7,
         "json-schema.org/draft/2019-09/schema" => Draft::Draft201909,
         "json-schema.org/draft/2020-12/schema" => Draft::Draft202012,
-        _ => {
-            return Err(Error(format!(
-                "schema declares an unsupported draft {uri:?}"
-            )))
-        }
+        _ => return Err(Error(format!("schema declares an unsupported draft {uri:?}"))),
     })
 }
 
 /// Compiles one schema the way check-jsonschema builds its validator (see the crate docs).
 pub fn compile_schema(schema_json: &[u8]) -> Result<jsonschema::Validator, Error> {
-    let schema: serde_json::Value = serde_json::from_slice(schema_json)
-        .map_err(|e| Error(format!("schema is not JSON: {e}")))?;
+    let schema: serde_json::Value =
+        serde_json::from_slice(schema_json).map_err(|e| Error(format!("schema is not JSON: {e}")))?;
     let draft = draft_of(&schema)?;
-    let mut opts = jsonschema::options()
-        .with_draft(draft)
-        .offline()
-        .should_validate_formats(true);
+    let mut opts = jsonschema::options().with_draft(draft).offline().should_validate_formats(true);
     for unchecked in ["uri", "uri-reference", "iri", "iri-reference"] {
         opts = opts.with_format(unchecked, |_: &str| true);
     }
-    opts.build(&schema)
-        .map_err(|e| Error(format!("schema does not compile: {e}")))
+    opts.build(&schema).map_err(|e| Error(format!("schema does not compile: {e}")))
 }
 
 impl Validator {
     /// Compiles the given services' schemas (JSON bytes, as shipped in check-jsonschema).
-    pub fn new<'a>(
-        schemas: impl IntoIterator<Item = (Service, &'a [u8])>,
-    ) -> Result<Validator, Error> {
+    pub fn new<'a>(schemas: impl IntoIterator<Item = (Service, &'a [u8])>) -> Result<Validator, Error> {
         let mut compiled: [Option<jsonschema::Validator>; 4] = Default::default();
         for (service, bytes) in schemas {
             let v = compile_schema(bytes).map_err(|e| Error(format!("{service}: {e}")))?;
             compiled[service.index()] = Some(v);
         }
-        Ok(Validator {
-            schemas: compiled,
-            limits: Limits::default(),
-        })
+        Ok(Validator { schemas: compiled, limits: Limits::default() })
     }
 
     /// Replaces the YAML loader's hostile-input bounds.
@@ -185,12 +163,7 @@ impl Validator {
         let value = match load_with(text, &self.limits, &options) {
             Ok(v) => v,
             Err(e) => {
-                return Ok(Validity {
-                    parse_ok: false,
-                    schema_ok: false,
-                    errors: vec![e.to_string()],
-                    fragment: false,
-                })
+                return Ok(Validity { parse_ok: false, schema_ok: false, errors: vec![e.to_string()], fragment: false })
             }
         };
         let fragment = is_fragment(service, &value);
@@ -212,12 +185,7 @@ impl Validator {
         for e in schema.iter_errors(&instance) {
             collect_errors(&e, 0, &mut errors);
         }
-        Ok(Validity {
-            parse_ok: true,
-            schema_ok: errors.is_empty(),
-            errors,
-            fragment,
-        })
+        Ok(Validity { parse_ok: true, schema_ok: errors.is_empty(), errors, fragment })
     }
 }
 
@@ -238,15 +206,9 @@ fn collect_errors(e: &jsonschema::ValidationError<'_>, depth: usize, out: &mut V
                 }
                 return;
             }
-            let alternatives: Vec<String> = nonempty
-                .iter()
-                .map(|b| b.iter().map(short_message).collect::<Vec<_>>().join(", "))
-                .collect();
-            let message = format!(
-                "{} (alternatives: {})",
-                e.masked(),
-                alternatives.join(" | ")
-            );
+            let alternatives: Vec<String> =
+                nonempty.iter().map(|b| b.iter().map(short_message).collect::<Vec<_>>().join(", ")).collect();
+            let message = format!("{} (alternatives: {})", e.masked(), alternatives.join(" | "));
             out.push(located(e, message));
             return;
         }
@@ -266,11 +228,7 @@ fn short_message(e: &jsonschema::ValidationError<'_>) -> String {
 
 fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
     let path = e.instance_path().to_string();
-    let path = if path.is_empty() {
-        "/".to_string()
-    } else {
-        path
-    };
+    let path = if path.is_empty() { "/".to_string() } else { path };
     if message.chars().count() > MAX_MESSAGE_CHARS {
         message = message.chars().take(MAX_MESSAGE_CHARS).collect::<String>() + "…";
     }
@@ -325,15 +283,11 @@ fn is_standalone(service: Service, m: &Map) -> bool {
                     !name.starts_with('.')
                         && !GITLAB_GLOBAL_KEYWORDS.contains(&name)
                         && v.as_map().is_some_and(|job| {
-                            ["script", "run", "trigger", "extends"]
-                                .iter()
-                                .any(|kw| job.contains_key(kw))
+                            ["script", "run", "trigger", "extends"].iter().any(|kw| job.contains_key(kw))
                         })
                 })
         }
-        Service::TravisCi => ["language", "script", "jobs", "matrix"]
-            .iter()
-            .any(|k| has(k)),
+        Service::TravisCi => ["language", "script", "jobs", "matrix"].iter().any(|k| has(k)),
     }
 }
 
@@ -358,10 +312,7 @@ mod tests {
         let gha = Service::GithubActions;
         assert!(!is_fragment(gha, &load("on: push\njobs: {}")));
         assert!(is_fragment(gha, &load("jobs:\n  a:\n    runs-on: x\n")));
-        assert!(is_fragment(
-            gha,
-            &load("- name: Checkout\n  uses: actions/checkout@v4\n")
-        ));
+        assert!(is_fragment(gha, &load("- name: Checkout\n  uses: actions/checkout@v4\n")));
         assert!(!is_fragment(gha, &load("plain prose")));
         assert!(!is_fragment(gha, &load("")));
         let cci = Service::CircleCi;
@@ -370,10 +321,7 @@ mod tests {
         let gl = Service::GitlabCi;
         assert!(!is_fragment(gl, &load("build:\n  script: [make]\n")));
         assert!(!is_fragment(gl, &load("include: ci/x.yml\n")));
-        assert!(is_fragment(
-            gl,
-            &load("stages: [build]\n.hidden:\n  script: [x]\nvariables: {A: 1}\n")
-        ));
+        assert!(is_fragment(gl, &load("stages: [build]\n.hidden:\n  script: [x]\nvariables: {A: 1}\n")));
         let tr = Service::TravisCi;
         assert!(!is_fragment(tr, &load("language: python\n")));
         assert!(is_fragment(tr, &load("deploy:\n  provider: pages\n")));
@@ -382,31 +330,21 @@ mod tests {
     #[test]
     fn draft_is_read_from_the_schema() {
         let d = |s: &str| draft_of(&serde_json::json!({"$schema": s})).unwrap();
-        assert_eq!(
-            d("http://json-schema.org/draft-07/schema#"),
-            jsonschema::Draft::Draft7
-        );
-        assert_eq!(
-            d("https://json-schema.org/draft/2020-12/schema"),
-            jsonschema::Draft::Draft202012
-        );
-        assert_eq!(
-            d("http://json-schema.org/draft-04/schema#"),
-            jsonschema::Draft::Draft4
-        );
-        assert_eq!(
-            draft_of(&serde_json::json!({})).unwrap(),
-            jsonschema::Draft::Draft202012
-        );
+        assert_eq!(d("http://json-schema.org/draft-07/schema#"), jsonschema::Draft::Draft7);
+        assert_eq!(d("https://json-schema.org/draft/2020-12/schema"), jsonschema::Draft::Draft202012);
+        assert_eq!(d("http://json-schema.org/draft-04/schema#"), jsonschema::Draft::Draft4);
+        assert_eq!(draft_of(&serde_json::json!({})).unwrap(), jsonschema::Draft::Draft202012);
         assert!(draft_of(&serde_json::json!({"$schema": "http://example.com/x"})).is_err());
     }
 
     #[test]
     fn remote_refs_are_never_fetched() {
-        let schema = br#"{"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "https://example.com/other.json"}"#;
+        let schema =
+            br#"{"$schema": "http://json-schema.org/draft-07/schema#", "$ref": "https://example.com/other.json"}"#;
         let e = compile_schema(schema).unwrap_err();
         assert!(e.0.contains("schema does not compile"), "{e}");
-        let internal = br##"{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
+        let internal =
+            br##"{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
             "properties": {"a": {"$ref": "#/definitions/s"}}}"##;
         let v = Validator::new([(Service::TravisCi, &internal[..])]).unwrap();
         let r = v.validate(Service::TravisCi, "a: 1").unwrap();
@@ -419,21 +357,9 @@ mod tests {
         let schema = br#"{"$schema": "http://json-schema.org/draft-07/schema#",
             "properties": {"u": {"format": "uri"}, "d": {"format": "date-time"}}}"#;
         let v = Validator::new([(Service::GitlabCi, &schema[..])]).unwrap();
-        assert!(
-            v.validate(Service::GitlabCi, "u: not a uri")
-                .unwrap()
-                .schema_ok
-        );
-        assert!(
-            !v.validate(Service::GitlabCi, "d: yesterday")
-                .unwrap()
-                .schema_ok
-        );
-        assert!(
-            v.validate(Service::GitlabCi, "d: '2024-01-02T03:04:05Z'")
-                .unwrap()
-                .schema_ok
-        );
+        assert!(v.validate(Service::GitlabCi, "u: not a uri").unwrap().schema_ok);
+        assert!(!v.validate(Service::GitlabCi, "d: yesterday").unwrap().schema_ok);
+        assert!(v.validate(Service::GitlabCi, "d: '2024-01-02T03:04:05Z'").unwrap().schema_ok);
     }
 
     #[test]

@@ -57,24 +57,15 @@ const CASES: &[(&str, &str, bool, bool)] = &[
 fn schema(service: Service) -> Vec<u8> {
     let assets = match std::env::var_os("DOC2CI_ASSETS").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-            .join(".cache/doc2ci/assets"),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/doc2ci/assets"),
     };
-    let path = assets
-        .join("schemas")
-        .join(format!("{}.json", service.name()));
-    fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "schema {} is missing ({e}): run `doc2ci setup`",
-            path.display()
-        )
-    })
+    let path = assets.join("schemas").join(format!("{}.json", service.name()));
+    fs::read(&path).unwrap_or_else(|e| panic!("schema {} is missing ({e}): run `doc2ci setup`", path.display()))
 }
 
 fn validator() -> Validator {
     let schemas: Vec<(Service, Vec<u8>)> = Service::ALL.iter().map(|s| (*s, schema(*s))).collect();
-    Validator::new(schemas.iter().map(|(s, b)| (*s, &b[..])))
-        .expect("the four vendored schemas compile")
+    Validator::new(schemas.iter().map(|(s, b)| (*s, &b[..]))).expect("the four vendored schemas compile")
 }
 
 #[test]
@@ -93,13 +84,9 @@ fn crafted_cases_match_check_jsonschema() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 
-    let probe = Command::new("python3")
-        .args(["-c", "import check_jsonschema, ruamel.yaml"])
-        .output();
+    let probe = Command::new("python3").args(["-c", "import check_jsonschema, ruamel.yaml"]).output();
     if !matches!(probe, Ok(ref o) if o.status.success()) {
-        println!(
-            "python3 lacks check-jsonschema/ruamel.yaml: compared with the recorded verdicts only"
-        );
+        println!("python3 lacks check-jsonschema/ruamel.yaml: compared with the recorded verdicts only");
         return;
     }
     let dir = std::env::temp_dir().join(format!("doc2ci-crafted-{}", std::process::id()));
@@ -107,23 +94,11 @@ fn crafted_cases_match_check_jsonschema() {
     let (inp, out) = (dir.join("in.jsonl"), dir.join("out.tsv"));
     let mut f = fs::File::create(&inp).unwrap();
     for (service, text, _, _) in CASES {
-        writeln!(
-            f,
-            "{}",
-            serde_json::json!({"service": service, "text": text})
-        )
-        .unwrap();
+        writeln!(f, "{}", serde_json::json!({"service": service, "text": text})).unwrap();
     }
     drop(f);
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/validity_peer.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg("--cases")
-        .arg(&inp)
-        .arg(&out)
-        .status()
-        .unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/validity_peer.py");
+    let status = Command::new("python3").arg(&script).arg("--cases").arg(&inp).arg(&out).status().unwrap();
     assert!(status.success(), "the peer script failed");
     let peer = fs::read_to_string(&out).unwrap();
     let _ = fs::remove_dir_all(&dir);
@@ -141,35 +116,15 @@ fn crafted_cases_match_check_jsonschema() {
 #[test]
 fn errors_name_the_instance_path_and_parse_position() {
     let v = validator();
-    let r = v
-        .validate(
-            Service::GithubActions,
-            "on: push\njobs:\n  build:\n    steps:\n      - run: echo hi\n",
-        )
-        .unwrap();
-    assert!(
-        r.errors
-            .iter()
-            .any(|e| e == "/jobs/build: \"runs-on\" is a required property"),
-        "{:?}",
-        r.errors
-    );
-    let r = v
-        .validate(Service::GithubActions, "on: push\njobs:\n  b: [1,\n")
-        .unwrap();
+    let r =
+        v.validate(Service::GithubActions, "on: push\njobs:\n  build:\n    steps:\n      - run: echo hi\n").unwrap();
+    assert!(r.errors.iter().any(|e| e == "/jobs/build: \"runs-on\" is a required property"), "{:?}", r.errors);
+    let r = v.validate(Service::GithubActions, "on: push\njobs:\n  b: [1,\n").unwrap();
     assert!(!r.parse_ok);
     assert_eq!(r.errors.len(), 1);
-    assert!(
-        r.errors[0].contains("line ") && r.errors[0].contains("column "),
-        "{:?}",
-        r.errors
-    );
+    assert!(r.errors[0].contains("line ") && r.errors[0].contains("column "), "{:?}", r.errors);
     let r = v.validate(Service::GithubActions, "a: 1\na: 2\n").unwrap();
-    assert!(
-        r.errors[0].contains("duplicate key \"a\""),
-        "{:?}",
-        r.errors
-    );
+    assert!(r.errors[0].contains("duplicate key \"a\""), "{:?}", r.errors);
     let r = v.validate(Service::GithubActions, "- a\n").unwrap();
     assert_eq!(r.errors, ["the document is a sequence, not a mapping"]);
     assert!(r.fragment);
@@ -179,14 +134,8 @@ fn errors_name_the_instance_path_and_parse_position() {
 fn hostile_inputs_are_invalid_quickly() {
     let v = validator();
     let mut bomb = String::from("a: &a [x,x,x,x,x,x,x,x,x,x]\n");
-    for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
-        .iter()
-        .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
-    {
-        bomb.push_str(&format!(
-            "{name}: &{name} [{}]\n",
-            vec![format!("*{prev}"); 10].join(",")
-        ));
+    for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().zip(["b", "c", "d", "e", "f", "g", "h", "i"]) {
+        bomb.push_str(&format!("{name}: &{name} [{}]\n", vec![format!("*{prev}"); 10].join(",")));
     }
     let deep = "[".repeat(10_000);
     let huge = format!("a: {}", "x".repeat(100 << 20));
@@ -194,10 +143,6 @@ fn hostile_inputs_are_invalid_quickly() {
         let start = std::time::Instant::now();
         let r = v.validate(Service::GithubActions, &text).unwrap();
         assert!(!r.parse_ok && !r.schema_ok);
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(1),
-            "took {:?}",
-            start.elapsed()
-        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1), "took {:?}", start.elapsed());
     }
 }

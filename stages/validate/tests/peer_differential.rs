@@ -19,14 +19,7 @@ use std::time::Instant;
 use doc2ci_validate::{Service, Validator, Validity};
 use rayon::prelude::*;
 
-const MODELS: [&str; 6] = [
-    "codegemma-7b",
-    "codellama-7b",
-    "gemma3-12b",
-    "gpt-4.1",
-    "gpt-4o",
-    "llama3.1-8b",
-];
+const MODELS: [&str; 6] = ["codegemma-7b", "codellama-7b", "gemma3-12b", "gpt-4.1", "gpt-4o", "llama3.1-8b"];
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -34,32 +27,20 @@ fn manifest_dir() -> PathBuf {
 
 fn data_dir() -> PathBuf {
     let p = manifest_dir().join("../../../shared/data/llm4ci");
-    assert!(
-        p.exists(),
-        "real data missing: {} (tests read ../shared beside the clone)",
-        p.display()
-    );
+    assert!(p.exists(), "real data missing: {} (tests read ../shared beside the clone)", p.display());
     p
 }
 
 fn assets_dir() -> PathBuf {
     match std::env::var_os("DOC2CI_ASSETS").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-            .join(".cache/doc2ci/assets"),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/doc2ci/assets"),
     }
 }
 
 fn schema(service: Service) -> Vec<u8> {
-    let path = assets_dir()
-        .join("schemas")
-        .join(format!("{}.json", service.name()));
-    fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "schema {} is missing ({e}): run `doc2ci setup`",
-            path.display()
-        )
-    })
+    let path = assets_dir().join("schemas").join(format!("{}.json", service.name()));
+    fs::read(&path).unwrap_or_else(|e| panic!("schema {} is missing ({e}): run `doc2ci setup`", path.display()))
 }
 
 struct Row {
@@ -77,11 +58,7 @@ fn read_csv(path: &Path, column: &str, source: &str) -> Vec<Row> {
     rdr.records()
         .map(|r| {
             let r = r.unwrap();
-            Row {
-                source: source.into(),
-                id: r[id].to_string(),
-                text: r[col].to_string(),
-            }
+            Row { source: source.into(), id: r[id].to_string(), text: r[col].to_string() }
         })
         .collect()
 }
@@ -100,29 +77,19 @@ fn our_canon(text: &str) -> String {
         Err(_) => "-".into(),
         Ok(v) => match doc2ci_yaml::canon_json(&v) {
             None => "!".into(),
-            Some(c) => Sha256::digest(c.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            Some(c) => Sha256::digest(c.as_bytes()).iter().map(|b| format!("{b:02x}")).collect(),
         },
     }
 }
 
 /// Runs the peer script if python3 has its packages; None when it does not.
 fn run_peer(out: &Path) -> Option<String> {
-    let probe = Command::new("python3")
-        .args(["-c", "import check_jsonschema, ruamel.yaml, jsonschema"])
-        .output();
+    let probe = Command::new("python3").args(["-c", "import check_jsonschema, ruamel.yaml, jsonschema"]).output();
     if !matches!(probe, Ok(ref o) if o.status.success()) {
         return None;
     }
     let script = manifest_dir().join("../../tests/peers/validity_peer.py");
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg(out)
-        .arg(data_dir())
-        .status()
-        .expect("python3 runs");
+    let status = Command::new("python3").arg(&script).arg(out).arg(data_dir()).status().expect("python3 runs");
     assert!(status.success(), "the peer script failed");
     Some(fs::read_to_string(out).unwrap())
 }
@@ -130,9 +97,7 @@ fn run_peer(out: &Path) -> Option<String> {
 fn committed_peer() -> String {
     let path = manifest_dir().join("tests/peer_validity.tsv.gz");
     let mut s = String::new();
-    flate2::read::GzDecoder::new(fs::File::open(&path).unwrap())
-        .read_to_string(&mut s)
-        .unwrap();
+    flate2::read::GzDecoder::new(fs::File::open(&path).unwrap()).read_to_string(&mut s).unwrap();
     s
 }
 
@@ -140,11 +105,8 @@ fn parse_peer(tsv: &str) -> BTreeMap<(String, String), Verdict> {
     tsv.lines()
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            let verdict = Verdict {
-                parse_ok: f[2] == "1",
-                schema_ok: f[3] == "1",
-                canon: f.get(6).map(|c| c.to_string()),
-            };
+            let verdict =
+                Verdict { parse_ok: f[2] == "1", schema_ok: f[3] == "1", canon: f.get(6).map(|c| c.to_string()) };
             ((f[0].to_string(), f[1].to_string()), verdict)
         })
         .collect()
@@ -153,25 +115,12 @@ fn parse_peer(tsv: &str) -> BTreeMap<(String, String), Verdict> {
 /// `(source, id, field)` triples listed in DISAGREEMENTS.md's table rows
 /// (`| source | id | field | … |`).
 fn listed_disagreements() -> BTreeSet<(String, String, String)> {
-    let text = fs::read_to_string(manifest_dir().join("DISAGREEMENTS.md"))
-        .expect("DISAGREEMENTS.md exists");
+    let text = fs::read_to_string(manifest_dir().join("DISAGREEMENTS.md")).expect("DISAGREEMENTS.md exists");
     text.lines()
         .filter_map(|l| {
-            let cells: Vec<&str> = l
-                .trim()
-                .strip_prefix('|')?
-                .split('|')
-                .map(str::trim)
-                .collect();
-            (cells.len() >= 4 && matches!(cells[2], "parse_ok" | "schema_ok" | "canon")).then(
-                || {
-                    (
-                        cells[0].to_string(),
-                        cells[1].to_string(),
-                        cells[2].to_string(),
-                    )
-                },
-            )
+            let cells: Vec<&str> = l.trim().strip_prefix('|')?.split('|').map(str::trim).collect();
+            (cells.len() >= 4 && matches!(cells[2], "parse_ok" | "schema_ok" | "canon"))
+                .then(|| (cells[0].to_string(), cells[1].to_string(), cells[2].to_string()))
         })
         .collect()
 }
@@ -181,42 +130,26 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     let dir = data_dir();
     let mut rows = Vec::new();
     for m in MODELS {
-        rows.extend(read_csv(
-            &dir.join(format!("GitHubActions_{m}_output.csv.gz")),
-            "LLM_YML_Output",
-            m,
-        ));
+        rows.extend(read_csv(&dir.join(format!("GitHubActions_{m}_output.csv.gz")), "LLM_YML_Output", m));
     }
     let n_outputs = rows.len();
-    rows.extend(read_csv(
-        &dir.join("GitHubActions_Docs.csv.gz"),
-        "Code",
-        "reference",
-    ));
+    rows.extend(read_csv(&dir.join("GitHubActions_Docs.csv.gz"), "Code", "reference"));
     assert_eq!(n_outputs, 7908);
     assert_eq!(rows.len(), 7908 + 1318);
 
-    let validator =
-        Validator::new([(Service::GithubActions, &schema(Service::GithubActions)[..])]).unwrap();
+    let validator = Validator::new([(Service::GithubActions, &schema(Service::GithubActions)[..])]).unwrap();
     let start = Instant::now();
-    let ours: Vec<Validity> = rows
-        .par_iter()
-        .map(|r| validator.validate(Service::GithubActions, &r.text).unwrap())
-        .collect();
-    println!(
-        "doc2ci validated {} texts in {:?}",
-        rows.len(),
-        start.elapsed()
-    );
+    let ours: Vec<Validity> =
+        rows.par_iter().map(|r| validator.validate(Service::GithubActions, &r.text).unwrap()).collect();
+    println!("doc2ci validated {} texts in {:?}", rows.len(), start.elapsed());
 
     let tmp = std::env::temp_dir().join(format!("doc2ci-validity-peer-{}.tsv", std::process::id()));
     let start = Instant::now();
     let (peer_tsv, from) = match run_peer(&tmp) {
         Some(t) => (t, "ran tests/peers/validity_peer.py"),
-        None => (
-            committed_peer(),
-            "python3 lacks check-jsonschema/ruamel.yaml: using the committed peer_validity.tsv.gz",
-        ),
+        None => {
+            (committed_peer(), "python3 lacks check-jsonschema/ruamel.yaml: using the committed peer_validity.tsv.gz")
+        }
     };
     let _ = fs::remove_file(&tmp);
     println!("peer: {from} ({:?})", start.elapsed());
@@ -236,10 +169,7 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     let mut report = String::new();
     let mut per_source: BTreeMap<&str, [usize; 5]> = BTreeMap::new();
     let live = peer.values().all(|p| p.canon.is_some());
-    let canons: Vec<Option<String>> = rows
-        .par_iter()
-        .map(|r| live.then(|| our_canon(&r.text)))
-        .collect();
+    let canons: Vec<Option<String>> = rows.par_iter().map(|r| live.then(|| our_canon(&r.text))).collect();
     let mut canon_agree = 0;
     for ((row, v), canon) in rows.iter().zip(&ours).zip(&canons) {
         let p = &peer[&(row.source.clone(), row.id.clone())];
@@ -262,10 +192,7 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
         s[2] += usize::from(v.schema_ok);
         s[3] += usize::from(v.fragment);
         s[4] += usize::from(v.parse_ok == p.parse_ok && v.schema_ok == p.schema_ok);
-        for (field, a, b) in [
-            ("parse_ok", v.parse_ok, p.parse_ok),
-            ("schema_ok", v.schema_ok, p.schema_ok),
-        ] {
+        for (field, a, b) in [("parse_ok", v.parse_ok, p.parse_ok), ("schema_ok", v.schema_ok, p.schema_ok)] {
             if a != b {
                 found.insert((row.source.clone(), row.id.clone(), field.to_string()));
                 let first = v.errors.first().map(String::as_str).unwrap_or("");
@@ -280,10 +207,7 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     }
     println!("source        texts  parse_ok  schema_ok  fragment  agree");
     for (src, s) in &per_source {
-        println!(
-            "{src:<12} {:>6} {:>9} {:>10} {:>9} {:>6}",
-            s[0], s[1], s[2], s[3], s[4]
-        );
+        println!("{src:<12} {:>6} {:>9} {:>10} {:>9} {:>6}", s[0], s[1], s[2], s[3], s[4]);
     }
     let refs = per_source["reference"];
     println!(
@@ -294,17 +218,10 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
         refs[1],
         refs[2]
     );
-    let outputs_agree: usize = per_source
-        .iter()
-        .filter(|(k, _)| **k != "reference")
-        .map(|(_, s)| s[4])
-        .sum();
+    let outputs_agree: usize = per_source.iter().filter(|(k, _)| **k != "reference").map(|(_, s)| s[4]).sum();
     println!("outputs: {outputs_agree} of {n_outputs} agree with the peer on both parse_ok and schema_ok");
     if live {
-        println!(
-            "canon_json: {canon_agree} of {} texts byte-identical to Python's json.dumps",
-            rows.len()
-        );
+        println!("canon_json: {canon_agree} of {} texts byte-identical to Python's json.dumps", rows.len());
     }
 
     let mut listed = listed_disagreements();

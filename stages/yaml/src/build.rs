@@ -12,12 +12,7 @@ use crate::{ErrorKind, Limits, Map, Options, Value, YamlError};
 const CORE: &str = "tag:yaml.org,2002:";
 
 fn err(kind: ErrorKind, at: Marker, message: impl Into<String>) -> YamlError {
-    YamlError {
-        kind,
-        line: at.line(),
-        column: at.col() + 1,
-        message: message.into(),
-    }
+    YamlError { kind, line: at.line(), column: at.col() + 1, message: message.into() }
 }
 
 /// How a collection's construction differs from a plain one.
@@ -46,11 +41,7 @@ struct Entry {
 
 enum Kind {
     Seq(Vec<Value>),
-    Map {
-        entries: Vec<Entry>,
-        pending: Option<Pending>,
-        merges: Vec<(Value, Marker)>,
-    },
+    Map { entries: Vec<Entry>, pending: Option<Pending>, merges: Vec<(Value, Marker)> },
 }
 
 struct Frame {
@@ -86,17 +77,11 @@ struct Builder<'a> {
 pub(crate) fn build(text: &str, limits: &Limits, options: &Options) -> Result<Value, YamlError> {
     let mut docs = build_stream(text, limits, options, Documents::One)?;
     debug_assert!(docs.len() <= 1);
-    Ok(docs.pop().unwrap_or(Value::Null {
-        text: String::new(),
-    }))
+    Ok(docs.pop().unwrap_or(Value::Null { text: String::new() }))
 }
 
 /// Loads every document of `text`, in order (none for a stream without one).
-pub(crate) fn build_all(
-    text: &str,
-    limits: &Limits,
-    options: &Options,
-) -> Result<Vec<Value>, YamlError> {
+pub(crate) fn build_all(text: &str, limits: &Limits, options: &Options) -> Result<Vec<Value>, YamlError> {
     build_stream(text, limits, options, Documents::All)
 }
 
@@ -111,12 +96,7 @@ enum Documents {
 
 /// The documents of the stream. The [`Limits`] on nodes and scalar bytes count the whole stream;
 /// anchors are scoped to their document, as ruamel's composer resets them per document.
-fn build_stream(
-    text: &str,
-    limits: &Limits,
-    options: &Options,
-    mode: Documents,
-) -> Result<Vec<Value>, YamlError> {
+fn build_stream(text: &str, limits: &Limits, options: &Options, mode: Documents) -> Result<Vec<Value>, YamlError> {
     let mut b = Builder {
         limits,
         options,
@@ -138,11 +118,7 @@ fn build_stream(
         let (event, span) = next.map_err(|e| {
             // The scanner reads ahead through flow collections before the parser emits their
             // events, so its own nesting limit can trip before `max_depth` does.
-            let kind = if e.info().contains("recursion limit") {
-                ErrorKind::TooDeep
-            } else {
-                ErrorKind::Syntax
-            };
+            let kind = if e.info().contains("recursion limit") { ErrorKind::TooDeep } else { ErrorKind::Syntax };
             err(kind, *e.marker(), e.info())
         })?;
         let at = span.start;
@@ -165,9 +141,7 @@ fn build_stream(
             }
             Event::DocumentEnd => {
                 // The parser emits an empty scalar for an empty document, so a root is there.
-                docs.push(b.root.take().unwrap_or(Value::Null {
-                    text: String::new(),
-                }));
+                docs.push(b.root.take().unwrap_or(Value::Null { text: String::new() }));
             }
             Event::Scalar(mut value, style, anchor, tag) => {
                 if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
@@ -199,20 +173,14 @@ impl Builder<'_> {
             return Err(err(
                 ErrorKind::TooManyNodes,
                 at,
-                format!(
-                    "more than {} nodes after alias expansion",
-                    self.limits.max_nodes
-                ),
+                format!("more than {} nodes after alias expansion", self.limits.max_nodes),
             ));
         }
         if self.tree_bytes + self.copied_bytes > self.limits.max_total_scalar_bytes {
             return Err(err(
                 ErrorKind::ExpansionTooLarge,
                 at,
-                format!(
-                    "more than {} bytes of scalars after alias expansion",
-                    self.limits.max_total_scalar_bytes
-                ),
+                format!("more than {} bytes of scalars after alias expansion", self.limits.max_total_scalar_bytes),
             ));
         }
         Ok(())
@@ -221,37 +189,20 @@ impl Builder<'_> {
     /// The role of a collection opened at the current position.
     fn child_role(&self, is_seq: bool) -> Role {
         match self.stack.last() {
-            Some(Frame {
-                kind:
-                    Kind::Map {
-                        pending: Some(Pending::Merge(_)),
-                        ..
-                    },
-                ..
-            }) => {
+            Some(Frame { kind: Kind::Map { pending: Some(Pending::Merge(_)), .. }, .. }) => {
                 if is_seq {
                     Role::MergeList
                 } else {
                     Role::MergeSource
                 }
             }
-            Some(Frame {
-                role: Role::MergeList,
-                kind: Kind::Seq(_),
-                ..
-            }) if !is_seq => Role::MergeSource,
+            Some(Frame { role: Role::MergeList, kind: Kind::Seq(_), .. }) if !is_seq => Role::MergeSource,
             _ => Role::Plain,
         }
     }
 
     fn in_reference(&self) -> bool {
-        matches!(
-            self.stack.last(),
-            Some(Frame {
-                role: Role::Reference,
-                ..
-            })
-        )
+        matches!(self.stack.last(), Some(Frame { role: Role::Reference, .. }))
     }
 
     fn scalar(
@@ -266,11 +217,7 @@ impl Builder<'_> {
             return Err(err(
                 ErrorKind::ScalarTooLong,
                 at,
-                format!(
-                    "scalar of {} bytes exceeds the limit of {} bytes",
-                    text.len(),
-                    self.limits.max_scalar_bytes
-                ),
+                format!("scalar of {} bytes exceeds the limit of {} bytes", text.len(), self.limits.max_scalar_bytes),
             ));
         }
         let as_strings = self.options.timestamps_as_strings;
@@ -282,22 +229,12 @@ impl Builder<'_> {
                 None => Ok(Resolved::Value(Value::Str(text.to_string()))),
                 // ruamel resolves a `!`-tagged scalar as if it were plain, even when quoted.
                 Some(t) if t == "!" => resolve_plain(text, as_strings),
-                Some(t) if t.starts_with(CORE) => {
-                    construct_tagged(&t[CORE.len()..], text, as_strings)
-                }
+                Some(t) if t.starts_with(CORE) => construct_tagged(&t[CORE.len()..], text, as_strings),
                 Some(t) if t == "!reference" && self.options.gitlab_reference_tag => {
-                    return Err(err(
-                        ErrorKind::Construct,
-                        at,
-                        "a GitLab !reference tag needs a sequence",
-                    ));
+                    return Err(err(ErrorKind::Construct, at, "a GitLab !reference tag needs a sequence"));
                 }
                 Some(t) => {
-                    return Err(err(
-                        ErrorKind::Tag,
-                        at,
-                        format!("could not determine a constructor for the tag '{t}'"),
-                    ))
+                    return Err(err(ErrorKind::Tag, at, format!("could not determine a constructor for the tag '{t}'")))
                 }
             }
             .map_err(|m| err(ErrorKind::Construct, at, m))?
@@ -306,20 +243,11 @@ impl Builder<'_> {
         let value = match resolved {
             Resolved::Value(v) => v,
             Resolved::Merge | Resolved::ValueKey => {
-                let is_key_position = matches!(
-                    self.stack.last(),
-                    Some(Frame {
-                        kind: Kind::Map { pending: None, .. },
-                        ..
-                    })
-                );
+                let is_key_position =
+                    matches!(self.stack.last(), Some(Frame { kind: Kind::Map { pending: None, .. }, .. }));
                 match (resolved, is_key_position) {
                     (Resolved::Merge, true) => {
-                        if let Some(Frame {
-                            kind: Kind::Map { pending, .. },
-                            ..
-                        }) = self.stack.last_mut()
-                        {
+                        if let Some(Frame { kind: Kind::Map { pending, .. }, .. }) = self.stack.last_mut() {
                             *pending = Some(Pending::Merge(at));
                         }
                         return Ok(());
@@ -362,13 +290,7 @@ impl Builder<'_> {
         let value = if self.in_reference() {
             match value.scalar_text() {
                 Some(t) => Value::Str(t.to_string()),
-                None => {
-                    return Err(err(
-                        ErrorKind::Construct,
-                        at,
-                        "GitLab !reference items must be scalars",
-                    ))
-                }
+                None => return Err(err(ErrorKind::Construct, at, "GitLab !reference items must be scalars")),
             }
         } else {
             value
@@ -376,26 +298,12 @@ impl Builder<'_> {
         self.attach(value, at)
     }
 
-    fn open(
-        &mut self,
-        is_seq: bool,
-        anchor: usize,
-        tag: Option<&Tag>,
-        at: Marker,
-    ) -> Result<(), YamlError> {
+    fn open(&mut self, is_seq: bool, anchor: usize, tag: Option<&Tag>, at: Marker) -> Result<(), YamlError> {
         if self.stack.len() >= self.limits.max_depth {
-            return Err(err(
-                ErrorKind::TooDeep,
-                at,
-                format!("nesting deeper than {} levels", self.limits.max_depth),
-            ));
+            return Err(err(ErrorKind::TooDeep, at, format!("nesting deeper than {} levels", self.limits.max_depth)));
         }
         if self.in_reference() {
-            return Err(err(
-                ErrorKind::Construct,
-                at,
-                "GitLab !reference items must be scalars",
-            ));
+            return Err(err(ErrorKind::Construct, at, "GitLab !reference items must be scalars"));
         }
         let kind_name = if is_seq { "sequence" } else { "mapping" };
         let own = if is_seq { "seq" } else { "map" };
@@ -403,11 +311,7 @@ impl Builder<'_> {
         if let Some(t) = tag.map(full_tag) {
             if t == "!reference" && self.options.gitlab_reference_tag {
                 if !is_seq {
-                    return Err(err(
-                        ErrorKind::Construct,
-                        at,
-                        "a GitLab !reference tag needs a sequence",
-                    ));
+                    return Err(err(ErrorKind::Construct, at, "a GitLab !reference tag needs a sequence"));
                 }
                 role = Role::Reference;
             } else if let Some(suffix) = t.strip_prefix(CORE) {
@@ -439,22 +343,14 @@ impl Builder<'_> {
                     }
                 }
             } else if t != "!" {
-                return Err(err(
-                    ErrorKind::Tag,
-                    at,
-                    format!("could not determine a constructor for the tag '{t}'"),
-                ));
+                return Err(err(ErrorKind::Tag, at, format!("could not determine a constructor for the tag '{t}'")));
             }
         }
         self.count(1, 0, at)?;
         let kind = if is_seq {
             Kind::Seq(Vec::new())
         } else {
-            Kind::Map {
-                entries: Vec::new(),
-                pending: None,
-                merges: Vec::new(),
-            }
+            Kind::Map { entries: Vec::new(), pending: None, merges: Vec::new() }
         };
         self.stack.push(Frame {
             kind,
@@ -467,17 +363,10 @@ impl Builder<'_> {
     }
 
     fn close(&mut self, at: Marker) -> Result<(), YamlError> {
-        let frame = self
-            .stack
-            .pop()
-            .expect("the parser balances collection events");
+        let frame = self.stack.pop().expect("the parser balances collection events");
         let value = match frame.kind {
             Kind::Seq(items) => Value::Seq(items),
-            Kind::Map {
-                entries,
-                pending,
-                merges,
-            } => {
+            Kind::Map { entries, pending, merges } => {
                 debug_assert!(pending.is_none(), "the parser emits a value for every key");
                 Value::Map(self.construct_map(entries, merges, frame.role)?)
             }
@@ -496,38 +385,33 @@ impl Builder<'_> {
     ) -> Result<Map, YamlError> {
         if merges.len() > 1 {
             return Err(err(
-                ErrorKind::DuplicateKey {
-                    path: self.path("<<"),
-                },
+                ErrorKind::DuplicateKey { path: self.path("<<") },
                 merges[1].1,
                 "found duplicate merge key \"<<\"",
             ));
         }
         let mut out: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
         let mut index: HashMap<PyKey, usize> = HashMap::with_capacity(entries.len());
-        let mut upsert =
-            |k: Value, v: Value, at: Marker, dup_is_error: bool| -> Result<(), YamlError> {
-                let key = py_key(&k).map_err(|m| err(ErrorKind::Construct, at, m))?;
-                match index.get(&key) {
-                    Some(_) if dup_is_error => {
-                        let shown = k
-                            .scalar_text()
-                            .map_or_else(|| crate::py_str_key(&k), str::to_string);
-                        let path = self.path(&shown);
-                        let message = format!("found duplicate key \"{shown}\" at {path}");
-                        Err(err(ErrorKind::DuplicateKey { path }, at, message))
-                    }
-                    Some(&i) => {
-                        out[i].1 = v;
-                        Ok(())
-                    }
-                    None => {
-                        index.insert(key, out.len());
-                        out.push((k, v));
-                        Ok(())
-                    }
+        let mut upsert = |k: Value, v: Value, at: Marker, dup_is_error: bool| -> Result<(), YamlError> {
+            let key = py_key(&k).map_err(|m| err(ErrorKind::Construct, at, m))?;
+            match index.get(&key) {
+                Some(_) if dup_is_error => {
+                    let shown = k.scalar_text().map_or_else(|| crate::py_str_key(&k), str::to_string);
+                    let path = self.path(&shown);
+                    let message = format!("found duplicate key \"{shown}\" at {path}");
+                    Err(err(ErrorKind::DuplicateKey { path }, at, message))
                 }
-            };
+                Some(&i) => {
+                    out[i].1 = v;
+                    Ok(())
+                }
+                None => {
+                    index.insert(key, out.len());
+                    out.push((k, v));
+                    Ok(())
+                }
+            }
+        };
         if let Some((merge_value, merge_at)) = merges.pop() {
             let sources: Vec<Map> = match merge_value {
                 Value::Map(m) => vec![m],
@@ -540,10 +424,7 @@ impl Builder<'_> {
                                 return Err(err(
                                     ErrorKind::Construct,
                                     merge_at,
-                                    format!(
-                                        "expected a mapping for merging, but found {}",
-                                        other.kind()
-                                    ),
+                                    format!("expected a mapping for merging, but found {}", other.kind()),
                                 ));
                             }
                         }
@@ -555,10 +436,7 @@ impl Builder<'_> {
                     return Err(err(
                         ErrorKind::Construct,
                         merge_at,
-                        format!(
-                            "expected a mapping or list of mappings for merging, but found {}",
-                            other.kind()
-                        ),
+                        format!("expected a mapping or list of mappings for merging, but found {}", other.kind()),
                     ));
                 }
             };
@@ -587,14 +465,8 @@ impl Builder<'_> {
             p.push('/');
             match &f.kind {
                 Kind::Seq(items) => p.push_str(&items.len().to_string()),
-                Kind::Map {
-                    pending: Some(Pending::Key(k, _)),
-                    ..
-                } => p.push_str(&esc(k.scalar_text().unwrap_or("?"))),
-                Kind::Map {
-                    pending: Some(Pending::Merge(_)),
-                    ..
-                } => p.push_str("<<"),
+                Kind::Map { pending: Some(Pending::Key(k, _)), .. } => p.push_str(&esc(k.scalar_text().unwrap_or("?"))),
+                Kind::Map { pending: Some(Pending::Merge(_)), .. } => p.push_str("<<"),
                 Kind::Map { pending: None, .. } => p.push('?'),
             }
         }
@@ -604,26 +476,12 @@ impl Builder<'_> {
     }
 
     /// Registers an anchor (keeping a copy, charged to the budget) and attaches the value.
-    fn finish(
-        &mut self,
-        value: Value,
-        anchor: usize,
-        nodes: usize,
-        bytes: usize,
-        at: Marker,
-    ) -> Result<(), YamlError> {
+    fn finish(&mut self, value: Value, anchor: usize, nodes: usize, bytes: usize, at: Marker) -> Result<(), YamlError> {
         if anchor != 0 {
             self.copied_nodes += nodes;
             self.copied_bytes += bytes;
             self.count(0, 0, at)?;
-            self.anchors.insert(
-                anchor,
-                Anchored {
-                    value: value.clone(),
-                    nodes,
-                    bytes,
-                },
-            );
+            self.anchors.insert(anchor, Anchored { value: value.clone(), nodes, bytes });
         }
         self.attach(value, at)
     }
@@ -631,25 +489,10 @@ impl Builder<'_> {
     fn attach(&mut self, value: Value, at: Marker) -> Result<(), YamlError> {
         match self.stack.last_mut() {
             None => self.root = Some(value),
-            Some(Frame {
-                kind: Kind::Seq(items),
-                ..
-            }) => items.push(value),
-            Some(Frame {
-                kind:
-                    Kind::Map {
-                        entries,
-                        pending,
-                        merges,
-                    },
-                ..
-            }) => match pending.take() {
+            Some(Frame { kind: Kind::Seq(items), .. }) => items.push(value),
+            Some(Frame { kind: Kind::Map { entries, pending, merges }, .. }) => match pending.take() {
                 None => *pending = Some(Pending::Key(value, at)),
-                Some(Pending::Key(key, key_at)) => entries.push(Entry {
-                    key,
-                    value,
-                    at: key_at,
-                }),
+                Some(Pending::Key(key, key_at)) => entries.push(Entry { key, value, at: key_at }),
                 Some(Pending::Merge(merge_at)) => merges.push((value, merge_at)),
             },
         }

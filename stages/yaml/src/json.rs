@@ -68,9 +68,7 @@ fn write_canon(v: &Value, out: &mut String) -> Option<()> {
                             _ => unreachable!("all keys are numbers"),
                         }
                     }
-                    let total = !keys
-                        .iter()
-                        .any(|(k, _)| matches!(num(*k), JsonKeyNum::Float(f) if f.is_nan()));
+                    let total = !keys.iter().any(|(k, _)| matches!(num(*k), JsonKeyNum::Float(f) if f.is_nan()));
                     python_sort(&mut keys, |a, b| num_lt(num(a.0), num(b.0)), total)?;
                 } else {
                     return None;
@@ -84,9 +82,7 @@ fn write_canon(v: &Value, out: &mut String) -> Option<()> {
                 match key {
                     K::Str(s) => json_str(s, out),
                     K::Null => out.push_str("\"null\""),
-                    K::Num(JsonKeyNum::Bool(b)) => {
-                        out.push_str(if *b { "\"true\"" } else { "\"false\"" })
-                    }
+                    K::Num(JsonKeyNum::Bool(b)) => out.push_str(if *b { "\"true\"" } else { "\"false\"" }),
                     K::Num(JsonKeyNum::Int(i)) => {
                         out.push('"');
                         out.push_str(&i.to_decimal()?);
@@ -159,8 +155,9 @@ pub fn to_json(v: &Value) -> serde_json::Value {
                 serde_json::Number::from_f64(value.to_f64()).map_or(J::Null, J::Number)
             }
         }
-        Value::Float { value, .. } => serde_json::Number::from_f64(*value)
-            .map_or_else(|| J::String(py_float_repr(*value)), J::Number),
+        Value::Float { value, .. } => {
+            serde_json::Number::from_f64(*value).map_or_else(|| J::String(py_float_repr(*value)), J::Number)
+        }
         Value::Str(s) => J::String(s.clone()),
         Value::Timestamp { text, .. } => J::String(text.clone()),
         Value::Seq(items) => J::Array(items.iter().map(to_json).collect()),
@@ -198,21 +195,10 @@ fn py_repr(v: &Value) -> String {
         Value::Float { value, .. } => py_float_repr(*value),
         Value::Str(s) => py_str_repr(s),
         Value::Timestamp { text, .. } => py_str_repr(text),
-        Value::Seq(_) => format!(
-            "[{}]",
-            v.as_seq()
-                .unwrap_or(&[])
-                .iter()
-                .map(py_repr)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Value::Seq(_) => format!("[{}]", v.as_seq().unwrap_or(&[]).iter().map(py_repr).collect::<Vec<_>>().join(", ")),
         Value::Map(m) => format!(
             "{{{}}}",
-            m.iter()
-                .map(|(k, v)| format!("{}: {}", py_repr(k), py_repr(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            m.iter().map(|(k, v)| format!("{}: {}", py_repr(k), py_repr(v))).collect::<Vec<_>>().join(", ")
         ),
     }
 }
@@ -220,11 +206,7 @@ fn py_repr(v: &Value) -> String {
 /// Python's `repr(str)`; non-printable characters beyond ASCII controls are approximated
 /// (escaped only for C0/C1 controls and line/paragraph separators).
 fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::new();
     out.push(quote);
     for c in s.chars() {

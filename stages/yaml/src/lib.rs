@@ -85,10 +85,7 @@ pub struct Options {
 impl Options {
     /// What check-jsonschema loads for a service's schema check.
     pub fn check_jsonschema(gitlab: bool) -> Options {
-        Options {
-            timestamps_as_strings: true,
-            gitlab_reference_tag: gitlab,
-        }
+        Options { timestamps_as_strings: true, gitlab_reference_tag: gitlab }
     }
 }
 
@@ -145,10 +142,7 @@ impl Map {
     }
     /// The value under a string key (`on` is a string key in YAML 1.2).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries
-            .iter()
-            .find(|(k, _)| matches!(k, Value::Str(s) if s == key))
-            .map(|(_, v)| v)
+        self.entries.iter().find(|(k, _)| matches!(k, Value::Str(s) if s == key)).map(|(_, v)| v)
     }
     pub fn contains_key(&self, key: &str) -> bool {
         self.get(key).is_some()
@@ -241,11 +235,7 @@ pub struct YamlError {
 
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (line {}, column {})",
-            self.message, self.line, self.column
-        )
+        write!(f, "{} (line {}, column {})", self.message, self.line, self.column)
     }
 }
 
@@ -271,11 +261,7 @@ pub fn load_all(text: &str, limits: &Limits) -> Result<Vec<Value>, YamlError> {
 }
 
 /// [`load_all`] with loader [`Options`].
-pub fn load_all_with(
-    text: &str,
-    limits: &Limits,
-    options: &Options,
-) -> Result<Vec<Value>, YamlError> {
+pub fn load_all_with(text: &str, limits: &Limits, options: &Options) -> Result<Vec<Value>, YamlError> {
     check_input(text, limits)?;
     build::build_all(text, limits, options)
 }
@@ -287,11 +273,7 @@ fn check_input(text: &str, limits: &Limits) -> Result<(), YamlError> {
             kind: ErrorKind::InputTooLarge,
             line: 1,
             column: 1,
-            message: format!(
-                "input of {} bytes exceeds the limit of {} bytes",
-                text.len(),
-                limits.max_input_bytes
-            ),
+            message: format!("input of {} bytes exceeds the limit of {} bytes", text.len(), limits.max_input_bytes),
         });
     }
     check_printable(text)
@@ -308,22 +290,13 @@ fn check_printable(text: &str) -> Result<(), YamlError> {
     };
     let before = &text[..pos];
     let line = before.matches('\n').count() + 1;
-    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
-        .chars()
-        .count()
-        + 1;
-    let c = text[pos..]
-        .chars()
-        .next()
-        .expect("found a character at pos");
+    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..].chars().count() + 1;
+    let c = text[pos..].chars().next().expect("found a character at pos");
     Err(YamlError {
         kind: ErrorKind::UnacceptableCharacter,
         line,
         column,
-        message: format!(
-            "unacceptable character #x{:04x}: special characters are not allowed",
-            c as u32
-        ),
+        message: format!("unacceptable character #x{:04x}: special characters are not allowed", c as u32),
     })
 }
 

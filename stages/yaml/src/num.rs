@@ -15,18 +15,12 @@ pub struct Int {
 
 impl Int {
     pub fn zero() -> Int {
-        Int {
-            negative: false,
-            limbs: Vec::new(),
-        }
+        Int { negative: false, limbs: Vec::new() }
     }
 
     pub fn from_i64(v: i64) -> Int {
         let mag = v.unsigned_abs();
-        let mut i = Int {
-            negative: v < 0,
-            limbs: vec![mag as u32, (mag >> 32) as u32],
-        };
+        let mut i = Int { negative: v < 0, limbs: vec![mag as u32, (mag >> 32) as u32] };
         i.normalize();
         i
     }
@@ -119,10 +113,7 @@ impl Int {
             Int { negative, limbs }
         } else {
             let m = mantissa >> (-shift).min(63);
-            Int {
-                negative,
-                limbs: vec![m as u32, (m >> 32) as u32],
-            }
+            Int { negative, limbs: vec![m as u32, (m >> 32) as u32] }
         };
         i.normalize();
         i
@@ -140,11 +131,7 @@ impl Int {
         if self.limbs.len() > 2 {
             return None;
         }
-        let mag = self
-            .limbs
-            .iter()
-            .rev()
-            .fold(0u64, |a, &l| (a << 32) | u64::from(l));
+        let mag = self.limbs.iter().rev().fold(0u64, |a, &l| (a << 32) | u64::from(l));
         if self.negative {
             if mag <= 1u64 << 63 {
                 Some((mag as i64).wrapping_neg())
@@ -160,12 +147,7 @@ impl Int {
         if self.negative || self.limbs.len() > 2 {
             return None;
         }
-        Some(
-            self.limbs
-                .iter()
-                .rev()
-                .fold(0u64, |a, &l| (a << 32) | u64::from(l)),
-        )
+        Some(self.limbs.iter().rev().fold(0u64, |a, &l| (a << 32) | u64::from(l)))
     }
 
     fn bit_len(&self) -> u64 {
@@ -232,10 +214,7 @@ impl Int {
     }
 
     fn cmp_mag(&self, other: &Int) -> Ordering {
-        self.limbs
-            .len()
-            .cmp(&other.limbs.len())
-            .then_with(|| self.limbs.iter().rev().cmp(other.limbs.iter().rev()))
+        self.limbs.len().cmp(&other.limbs.len()).then_with(|| self.limbs.iter().rev().cmp(other.limbs.iter().rev()))
     }
 
     /// Exact comparison with a float, as Python compares `int` and `float`; None for NaN.
@@ -244,11 +223,7 @@ impl Int {
             return None;
         }
         if f.is_infinite() {
-            return Some(if f > 0.0 {
-                Ordering::Less
-            } else {
-                Ordering::Greater
-            });
+            return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
         }
         let fl = f.floor();
         match self.cmp(&Int::from_integral_f64(fl)) {
@@ -284,17 +259,11 @@ pub fn py_float_repr(f: f64) -> String {
         return if f > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        return if f.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
     // Rust's `{:e}` prints the same shortest round-trip digits Python uses.
     let sci = format!("{:e}", f.abs());
-    let (mant, exp) = sci
-        .split_once('e')
-        .expect("LowerExp output has an exponent");
+    let (mant, exp) = sci.split_once('e').expect("LowerExp output has an exponent");
     let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
     let digits: String = mant.chars().filter(|c| *c != '.').collect();
     let decpt = exp + 1;
@@ -366,10 +335,7 @@ mod tests {
         assert_eq!(Int::from_digits("101", 2, false).unwrap().as_i64(), Some(5));
         let huge = Int::from_digits(&"f".repeat(4000), 16, false).unwrap();
         assert_eq!(huge.to_decimal(), None);
-        assert_eq!(
-            Int::from_i64(i64::MIN).to_decimal().unwrap(),
-            i64::MIN.to_string()
-        );
+        assert_eq!(Int::from_i64(i64::MIN).to_decimal().unwrap(), i64::MIN.to_string());
         assert_eq!(Int::zero().to_decimal().unwrap(), "0");
     }
 
@@ -381,10 +347,7 @@ mod tests {
         assert_eq!(Int::from_i64(1).cmp_f64(1.5), Some(Ordering::Less));
         assert_eq!(Int::from_i64(-2).cmp_f64(-1.5), Some(Ordering::Less));
         assert_eq!(Int::from_i64(3).cmp_f64(3.0), Some(Ordering::Equal));
-        assert_eq!(
-            Int::from_integral_f64(1e20).to_decimal().unwrap(),
-            "100000000000000000000"
-        );
+        assert_eq!(Int::from_integral_f64(1e20).to_decimal().unwrap(), "100000000000000000000");
         assert_eq!(Int::from_integral_f64(-3.0).as_i64(), Some(-3));
     }
 }

@@ -44,10 +44,7 @@ pub(crate) fn py_key(v: &Value) -> Result<PyKey, String> {
         || match v {
             Value::Seq(items) => items
                 .iter()
-                .map(|i| {
-                    scalar_key(i)
-                        .ok_or_else(|| "unhashable type: 'list' inside a tuple key".to_string())
-                })
+                .map(|i| scalar_key(i).ok_or_else(|| "unhashable type: 'list' inside a tuple key".to_string()))
                 .collect::<Result<Vec<_>, _>>()
                 .map(PyKey::Tuple),
             _ => Err("found unhashable key".into()),
@@ -104,11 +101,7 @@ fn num_cmp(a: JsonKeyNum, b: JsonKeyNum) -> Option<Ordering> {
 /// CPython's `list.sort` for fewer than 64 items (count_run, then binary insertion sort),
 /// reproduced because with NaN keys `<` is not a total order and the result depends on the
 /// algorithm. Returns None for 64 or more items with such an order (not reproduced).
-pub(crate) fn python_sort<T: Copy>(
-    items: &mut [T],
-    lt: impl Fn(T, T) -> bool,
-    total_order: bool,
-) -> Option<()> {
+pub(crate) fn python_sort<T: Copy>(items: &mut [T], lt: impl Fn(T, T) -> bool, total_order: bool) -> Option<()> {
     let n = items.len();
     if total_order {
         items.sort_by(|a, b| {
@@ -164,28 +157,12 @@ mod tests {
 
     #[test]
     fn python_equal_keys_collide() {
-        let one = py_key(&Value::Int {
-            value: Int::from_i64(1),
-            text: "1".into(),
-        })
-        .unwrap();
-        let one_f = py_key(&Value::Float {
-            value: 1.0,
-            text: "1.0".into(),
-        })
-        .unwrap();
-        let t = py_key(&Value::Bool {
-            value: true,
-            text: "true".into(),
-        })
-        .unwrap();
+        let one = py_key(&Value::Int { value: Int::from_i64(1), text: "1".into() }).unwrap();
+        let one_f = py_key(&Value::Float { value: 1.0, text: "1.0".into() }).unwrap();
+        let t = py_key(&Value::Bool { value: true, text: "true".into() }).unwrap();
         assert_eq!(one, one_f);
         assert_eq!(one, t);
-        let half = py_key(&Value::Float {
-            value: 0.5,
-            text: "0.5".into(),
-        })
-        .unwrap();
+        let half = py_key(&Value::Float { value: 0.5, text: "0.5".into() }).unwrap();
         assert_ne!(one, half);
         assert!(py_key(&Value::Map(Default::default())).is_err());
     }

@@ -157,9 +157,7 @@ pub(crate) fn construct_int(text: &str) -> Result<Int, String> {
         return Err(invalid());
     }
     if radix == 10 && digits.len() > PY_MAX_STR_DIGITS {
-        return Err(format!(
-            "Exceeds the limit ({PY_MAX_STR_DIGITS} digits) for integer string conversion"
-        ));
+        return Err(format!("Exceeds the limit ({PY_MAX_STR_DIGITS} digits) for integer string conversion"));
     }
     Int::from_digits(digits, radix, negative).ok_or_else(invalid)
 }
@@ -167,11 +165,7 @@ pub(crate) fn construct_int(text: &str) -> Result<Int, String> {
 /// ruamel's `construct_yaml_float`: lower-cased, underscores dropped, `.inf`/`.nan`, else
 /// Python `float()`.
 pub(crate) fn construct_float(text: &str) -> Result<f64, String> {
-    let cleaned: String = text
-        .chars()
-        .filter(|c| *c != '_')
-        .collect::<String>()
-        .to_lowercase();
+    let cleaned: String = text.chars().filter(|c| *c != '_').collect::<String>().to_lowercase();
     let (sign, body) = match cleaned.as_bytes().first() {
         Some(b'-') => (-1.0, &cleaned[1..]),
         Some(b'+') => (1.0, &cleaned[1..]),
@@ -199,27 +193,18 @@ fn construct_bool(text: &str) -> Result<bool, String> {
 }
 
 fn int_value(text: &str) -> Result<Value, String> {
-    Ok(Value::Int {
-        value: construct_int(text)?,
-        text: text.into(),
-    })
+    Ok(Value::Int { value: construct_int(text)?, text: text.into() })
 }
 
 fn float_value(text: &str) -> Result<Value, String> {
-    Ok(Value::Float {
-        value: construct_float(text)?,
-        text: text.into(),
-    })
+    Ok(Value::Float { value: construct_float(text)?, text: text.into() })
 }
 
 fn timestamp_value(text: &str, as_string: bool) -> Result<Value, String> {
     if as_string {
         return Ok(Value::Str(text.into()));
     }
-    Ok(Value::Timestamp {
-        value: Timestamp::construct(text)?,
-        text: text.into(),
-    })
+    Ok(Value::Timestamp { value: Timestamp::construct(text)?, text: text.into() })
 }
 
 /// Implicit resolution of an untagged plain scalar (ruamel tries the resolvers registered
@@ -227,30 +212,15 @@ fn timestamp_value(text: &str, as_string: bool) -> Result<Value, String> {
 pub(crate) fn resolve_plain(text: &str, timestamps_as_strings: bool) -> Result<Resolved, String> {
     let first = text.as_bytes().first().copied();
     let v = match first {
-        None => Value::Null {
-            text: String::new(),
-        },
-        Some(b't' | b'T' | b'f' | b'F')
-            if matches!(text, "true" | "True" | "TRUE" | "false" | "False" | "FALSE") =>
-        {
-            Value::Bool {
-                value: text.starts_with(['t', 'T']),
-                text: text.into(),
-            }
+        None => Value::Null { text: String::new() },
+        Some(b't' | b'T' | b'f' | b'F') if matches!(text, "true" | "True" | "TRUE" | "false" | "False" | "FALSE") => {
+            Value::Bool { value: text.starts_with(['t', 'T']), text: text.into() }
         }
-        Some(c)
-            if (c == b'.' || c == b'-' || c == b'+' || c.is_ascii_digit()) && is_float(text) =>
-        {
-            float_value(text)?
-        }
-        Some(c) if (c == b'-' || c == b'+' || c.is_ascii_digit()) && is_int(text) => {
-            int_value(text)?
-        }
+        Some(c) if (c == b'.' || c == b'-' || c == b'+' || c.is_ascii_digit()) && is_float(text) => float_value(text)?,
+        Some(c) if (c == b'-' || c == b'+' || c.is_ascii_digit()) && is_int(text) => int_value(text)?,
         _ if text == "<<" => return Ok(Resolved::Merge),
         _ if matches!(text, "~" | "null" | "Null" | "NULL") => Value::Null { text: text.into() },
-        Some(c) if c.is_ascii_digit() && Timestamp::resolves(text) => {
-            timestamp_value(text, timestamps_as_strings)?
-        }
+        Some(c) if c.is_ascii_digit() && Timestamp::resolves(text) => timestamp_value(text, timestamps_as_strings)?,
         _ if text == "=" => return Ok(Resolved::ValueKey),
         _ => Value::Str(text.into()),
     };
@@ -258,18 +228,11 @@ pub(crate) fn resolve_plain(text: &str, timestamps_as_strings: bool) -> Result<R
 }
 
 /// Construction of a scalar with an explicit `tag:yaml.org,2002:` tag.
-pub(crate) fn construct_tagged(
-    suffix: &str,
-    text: &str,
-    timestamps_as_strings: bool,
-) -> Result<Resolved, String> {
+pub(crate) fn construct_tagged(suffix: &str, text: &str, timestamps_as_strings: bool) -> Result<Resolved, String> {
     let v = match suffix {
         "str" => Value::Str(text.into()),
         "null" => Value::Null { text: text.into() },
-        "bool" => Value::Bool {
-            value: construct_bool(text)?,
-            text: text.into(),
-        },
+        "bool" => Value::Bool { value: construct_bool(text)?, text: text.into() },
         "int" => int_value(text)?,
         "float" => float_value(text)?,
         "timestamp" => timestamp_value(text, timestamps_as_strings)?,
@@ -279,11 +242,7 @@ pub(crate) fn construct_tagged(
             return Err(format!("unsupported tag 'tag:yaml.org,2002:{suffix}'"));
         }
         "seq" | "map" => return Err(format!("expected a {suffix} node, but found scalar")),
-        _ => {
-            return Err(format!(
-                "could not determine a constructor for the tag 'tag:yaml.org,2002:{suffix}'"
-            ))
-        }
+        _ => return Err(format!("could not determine a constructor for the tag 'tag:yaml.org,2002:{suffix}'")),
     };
     Ok(Resolved::Value(v))
 }
@@ -304,8 +263,8 @@ mod tests {
     #[test]
     fn yaml_1_2_words_stay_strings() {
         for t in [
-            "on", "off", "yes", "no", "y", "n", "On", "YES", "tRue", "nULL", "0o", "0o9", ".5e3",
-            "0X1F", "12:30", "1_0e", "_1", "--1",
+            "on", "off", "yes", "no", "y", "n", "On", "YES", "tRue", "nULL", "0o", "0o9", ".5e3", "0X1F", "12:30",
+            "1_0e", "_1", "--1",
         ] {
             assert!(r(t).starts_with("Str("), "{t}: {}", r(t));
         }

@@ -33,10 +33,7 @@ impl Cursor<'_> {
         if self.i - start < min {
             return None;
         }
-        std::str::from_utf8(&self.s[start..self.i])
-            .ok()?
-            .parse()
-            .ok()
+        std::str::from_utf8(&self.s[start..self.i]).ok()?.parse().ok()
     }
     fn eat(&mut self, c: u8) -> bool {
         if self.s.get(self.i) == Some(&c) {
@@ -81,10 +78,7 @@ enum RawTz {
 /// Matches ruamel's construction regex (`util.timestamp_regexp`); `strict_date` adds the
 /// resolver's rule that a date without a time has two-digit month and day.
 fn scan(text: &str, strict_date: bool) -> Option<Raw> {
-    let mut c = Cursor {
-        s: text.as_bytes(),
-        i: 0,
-    };
+    let mut c = Cursor { s: text.as_bytes(), i: 0 };
     let year = c.digits(4, 4)?;
     if !c.eat(b'-') {
         return None;
@@ -102,12 +96,7 @@ fn scan(text: &str, strict_date: bool) -> Option<Raw> {
         if strict_date && (month_len != 2 || day_len != 2) {
             return None;
         }
-        return Some(Raw {
-            year,
-            month,
-            day,
-            time: None,
-        });
+        return Some(Raw { year, month, day, time: None });
     }
     if !(c.eat(b'T') || c.eat(b't')) && c.blanks() == 0 {
         return None;
@@ -144,37 +133,20 @@ fn scan(text: &str, strict_date: bool) -> Option<Raw> {
             };
             let h = c.digits(1, 2)?;
             let m = if c.eat(b':') { c.digits(2, 2)? } else { 0 };
-            tz = Some(RawTz::Offset {
-                sign,
-                hours: h,
-                minutes: m,
-            });
+            tz = Some(RawTz::Offset { sign, hours: h, minutes: m });
         }
         if !c.done() {
             return None;
         }
     }
-    Some(Raw {
-        year,
-        month,
-        day,
-        time: Some(RawTime {
-            hour,
-            minute,
-            second,
-            fraction,
-            tz,
-        }),
-    })
+    Some(Raw { year, month, day, time: Some(RawTime { hour, minute, second, fraction, tz }) })
 }
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,
-        _ if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => {
-            29
-        }
+        _ if (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400) => 29,
         _ => 28,
     }
 }
@@ -187,8 +159,7 @@ impl Timestamp {
 
     /// Constructs as ruamel's `create_timestamp` does; Err carries Python's ValueError text.
     pub(crate) fn construct(text: &str) -> Result<Timestamp, String> {
-        let raw = scan(text, false)
-            .ok_or_else(|| format!("failed to construct timestamp from \"{text}\""))?;
+        let raw = scan(text, false).ok_or_else(|| format!("failed to construct timestamp from \"{text}\""))?;
         if !(1..=9999).contains(&raw.year) {
             return Err(format!("year {} is out of range", raw.year));
         }
@@ -198,20 +169,8 @@ impl Timestamp {
         if raw.day < 1 || raw.day > days_in_month(raw.year, raw.month) {
             return Err("day is out of range for month".into());
         }
-        let mut ts = Timestamp {
-            year: raw.year as u16,
-            month: raw.month as u8,
-            day: raw.day as u8,
-            time: None,
-        };
-        let Some(RawTime {
-            hour,
-            minute,
-            second,
-            fraction,
-            tz,
-        }) = raw.time
-        else {
+        let mut ts = Timestamp { year: raw.year as u16, month: raw.month as u8, day: raw.day as u8, time: None };
+        let Some(RawTime { hour, minute, second, fraction, tz }) = raw.time else {
             return Ok(ts);
         };
         if hour > 23 {
@@ -245,14 +204,13 @@ impl Timestamp {
         let offset_minutes = match tz {
             None => None,
             Some(RawTz::Z) => Some(0),
-            Some(RawTz::Offset {
-                sign,
-                hours,
-                minutes,
-            }) => {
+            Some(RawTz::Offset { sign, hours, minutes }) => {
                 let total = (hours * 60 + minutes) as i32;
                 if total >= 24 * 60 {
-                    return Err("offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24)".into());
+                    return Err(
+                        "offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24)"
+                            .into(),
+                    );
                 }
                 Some(sign * total)
             }
@@ -314,11 +272,7 @@ impl Timestamp {
             }
             if let Some(off) = t.offset_minutes {
                 let sign = if off < 0 { '-' } else { '+' };
-                s.push_str(&format!(
-                    "{sign}{:02}:{:02}",
-                    off.abs() / 60,
-                    off.abs() % 60
-                ));
+                s.push_str(&format!("{sign}{:02}:{:02}", off.abs() / 60, off.abs() % 60));
             }
         }
         s
@@ -327,11 +281,7 @@ impl Timestamp {
     /// Microseconds since 0001-01-01 00:00 (UTC for aware values), for Python's equality:
     /// aware date-times compare by instant.
     pub(crate) fn instant_micros(&self) -> i64 {
-        let (y, m, d) = (
-            i64::from(self.year),
-            i64::from(self.month),
-            i64::from(self.day),
-        );
+        let (y, m, d) = (i64::from(self.year), i64::from(self.month), i64::from(self.day));
         // Days from civil (proleptic Gregorian).
         let yy = if m <= 2 { y - 1 } else { y };
         let era = yy.div_euclid(400);
@@ -342,8 +292,7 @@ impl Timestamp {
         let days = era * 146_097 + doe;
         let mut micros = days * 86_400_000_000;
         if let Some(t) = &self.time {
-            micros += (i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second))
-                * 1_000_000
+            micros += (i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second)) * 1_000_000
                 + i64::from(t.microsecond);
             if let Some(off) = t.offset_minutes {
                 micros -= i64::from(off) * 60_000_000;
@@ -358,25 +307,17 @@ mod tests {
     use super::*;
 
     fn s(t: &str) -> String {
-        Timestamp::construct(t)
-            .map(|t| t.python_str())
-            .unwrap_or_else(|e| format!("ERR {e}"))
+        Timestamp::construct(t).map(|t| t.python_str()).unwrap_or_else(|e| format!("ERR {e}"))
     }
 
     #[test]
     fn matches_ruamel_and_python_str() {
         assert_eq!(s("2024-01-02"), "2024-01-02");
         assert_eq!(s("2024-01-02 10:11:12"), "2024-01-02 10:11:12");
-        assert_eq!(
-            s("2024-01-02T10:11:12.5Z"),
-            "2024-01-02 10:11:12.500000+00:00"
-        );
+        assert_eq!(s("2024-01-02T10:11:12.5Z"), "2024-01-02 10:11:12.500000+00:00");
         assert_eq!(s("2024-01-02t10:11:12+05:30"), "2024-01-02 10:11:12+05:30");
         assert_eq!(s("2001-1-2 3:04:05"), "2001-01-02 03:04:05");
-        assert_eq!(
-            s("2001-01-02   3:04:05.123456789 -5"),
-            "2001-01-02 03:04:05.123457-05:00"
-        );
+        assert_eq!(s("2001-01-02   3:04:05.123456789 -5"), "2001-01-02 03:04:05.123457-05:00");
         assert_eq!(s("2001-01-02 03:04:05 Z"), "2001-01-02 03:04:05+00:00");
         assert_eq!(s("2001-12-31 23:59:59.9999996"), "2002-01-01 00:00:00");
         assert!(s("2024-13-45").starts_with("ERR"));

@@ -1,7 +1,7 @@
 //! The engine end to end on the real llm4ci data: import, dedupe, incremental re-runs,
 //! `kill -9` resume, and bad input, with every table read back by the real DuckDB.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::time::{Duration, Instant};
@@ -30,7 +30,9 @@ fn import_dedupe_and_read_back_with_duckdb() {
         assert_eq!(db["generations"]["by"][m], KEPT, "{m}");
     }
     assert_eq!(db["models"]["rows"], 6);
-    for col in ["pair_id", "service", "url", "title", "description", "reference", "n_copies", "urls", "source", "source_id"] {
+    for col in
+        ["pair_id", "service", "url", "title", "description", "reference", "n_copies", "urls", "source", "source_id"]
+    {
         assert!(db["pairs"]["columns"].as_array().unwrap().iter().any(|c| c == col), "pairs lacks {col}");
     }
     for col in ["pair_id", "service", "model", "sample", "round", "output", "raw_output", "latency_ms", "error"] {
@@ -38,7 +40,14 @@ fn import_dedupe_and_read_back_with_duckdb() {
     }
 
     // Our own SQL sees the same rows, and outputs trace back to their source IDs.
-    let q = run_ok(&["sql", "--config", c, "--format", "csv", "SELECT model, COUNT(*) AS n, COUNT(latency_ms) AS timed FROM generations GROUP BY model ORDER BY model"]);
+    let q = run_ok(&[
+        "sql",
+        "--config",
+        c,
+        "--format",
+        "csv",
+        "SELECT model, COUNT(*) AS n, COUNT(latency_ms) AS timed FROM generations GROUP BY model ORDER BY model",
+    ]);
     assert!(q.contains("gpt-4.1,725,0"), "gpt-4.1 has no Time column: {q}");
     assert!(q.contains("gpt-4o,725,725"), "{q}");
     let q = run_ok(&["sql", "--config", c, "--format", "json", "SELECT p.source_id, g.output IS NOT NULL AS has FROM pairs p JOIN generations g USING (pair_id) WHERE g.model = 'gpt-4o' AND p.source_id = '1'"]);
@@ -79,12 +88,19 @@ fn incremental_runs_touch_only_what_changed() {
     // A seventh model: only its partition (and the models table) run.
     let seventh = dir.path().join("renamed-model.csv.gz");
     std::fs::copy(output_file("gpt-4o"), &seventh).unwrap();
-    let extra = format!("\n[[models]]\nname = \"gpt-4o-again\"\nbackend = \"import\"\npath = \"{}\"\nsize_b = 200\n", seventh.display());
+    let extra = format!(
+        "\n[[models]]\nname = \"gpt-4o-again\"\nbackend = \"import\"\npath = \"{}\"\nsize_b = 200\n",
+        seventh.display()
+    );
     write_config(dir.path(), MODELS, &extra);
     let plan = run_ok(&["plan", "--config", c]);
     let runs: Vec<&str> = plan.lines().filter(|l| l.starts_with("run ")).collect();
     assert_eq!(runs.len(), 2, "{plan}");
-    assert!(plan.contains("generations/service=github-actions/model=gpt-4o-again") && plan.contains("new model `gpt-4o-again`"), "{plan}");
+    assert!(
+        plan.contains("generations/service=github-actions/model=gpt-4o-again")
+            && plan.contains("new model `gpt-4o-again`"),
+        "{plan}"
+    );
     assert!(plan.contains("run    models models") && plan.contains("changed parameter"), "{plan}");
     let out = run_ok(&["run", "--config", c]);
     assert!(out.contains("ran 2 partitions, reused"), "{out}");
@@ -100,7 +116,10 @@ fn incremental_runs_touch_only_what_changed() {
     // The real data's copies are byte-identical, so "exact" keeps the same pairs: early cutoff.
     write_config(dir.path(), MODELS, "\n[stages.dedupe]\nmode = \"exact\"\n");
     let plan = run_ok(&["plan", "--config", c]);
-    assert!(plan.contains("run    dedupe pairs/service=github-actions") && plan.contains("changed parameter"), "{plan}");
+    assert!(
+        plan.contains("run    dedupe pairs/service=github-actions") && plan.contains("changed parameter"),
+        "{plan}"
+    );
     assert_eq!(plan.lines().filter(|l| l.starts_with("maybe ")).count(), 6, "{plan}");
     assert!(plan.contains("remove generations/service=github-actions/model=gpt-4o-again"), "{plan}");
     let out = run_ok(&["run", "--config", c]);
@@ -125,7 +144,12 @@ fn kill_9_mid_import_then_resume_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), &MODELS[..2], "\n[stages.import]\nbatch_size = 100\n");
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c]).env("DOC2CI_TEST_BATCH_DELAY_MS", "150").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = doc2ci(&["run", "--config", c])
+        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     // Wait until some batches are checkpointed, then kill without warning.
     let ck = dir.path().join("wh/_doc2ci/checkpoints");
     let t0 = Instant::now();
@@ -177,9 +201,13 @@ fn bad_input_gets_a_clear_error_and_keeps_finished_work() {
     assert!(e.contains("line 3") && e.contains("threads"), "{e}");
 
     // Missing file and duplicate model: file, line and key.
-    let cfg = write_config(d, &["gpt-4o"], "\n[[models]]\nname = \"gpt-4o\"\nbackend = \"import\"\npath = \"nowhere.csv\"\n");
+    let cfg =
+        write_config(d, &["gpt-4o"], "\n[[models]]\nname = \"gpt-4o\"\nbackend = \"import\"\npath = \"nowhere.csv\"\n");
     let e = run_err(&["run", "--config", cfg.to_str().unwrap()]);
-    assert!(e.contains("pipeline.toml:") && e.contains("models.name") && e.contains("duplicate model name `gpt-4o`"), "{e}");
+    assert!(
+        e.contains("pipeline.toml:") && e.contains("models.name") && e.contains("duplicate model name `gpt-4o`"),
+        "{e}"
+    );
     let cfg = write_config(d, &[], "\n[[models]]\nname = \"m\"\nbackend = \"import\"\npath = \"nowhere.csv\"\n");
     let e = run_err(&["run", "--config", cfg.to_str().unwrap()]);
     assert!(e.contains("models.path") && e.contains("nowhere.csv") && e.contains("does not exist"), "{e}");
@@ -205,10 +233,18 @@ fn bad_input_gets_a_clear_error_and_keeps_finished_work() {
     // skip_bad_rows: skipped and counted.
     let bad2 = d.join("bad2.csv");
     std::fs::write(&bad2, "ID,LLM_YML_Output,Time\n1,\"on: push\",1.0\n99999,x,1\n3,x,notanumber\n5,y,2\n").unwrap();
-    let extra = format!("\n[[models]]\nname = \"lenient\"\nbackend = \"import\"\npath = \"{}\"\nskip_bad_rows = true\n", bad2.display());
+    let extra = format!(
+        "\n[[models]]\nname = \"lenient\"\nbackend = \"import\"\npath = \"{}\"\nskip_bad_rows = true\n",
+        bad2.display()
+    );
     let cfg = write_config(d, &["gpt-4o"], &extra);
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
-    assert!(out.contains("skipped 2 bad rows") && out.contains("bad2.csv:3: ID 99999 matches no pair") && out.contains("bad2.csv:4:"), "{out}");
+    assert!(
+        out.contains("skipped 2 bad rows")
+            && out.contains("bad2.csv:3: ID 99999 matches no pair")
+            && out.contains("bad2.csv:4:"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -216,7 +252,12 @@ fn a_second_concurrent_run_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), &MODELS[..1], "\n[stages.import]\nbatch_size = 50\n");
     let c = cfg.to_str().unwrap();
-    let mut first = doc2ci(&["run", "--config", c]).env("DOC2CI_TEST_BATCH_DELAY_MS", "200").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut first = doc2ci(&["run", "--config", c])
+        .env("DOC2CI_TEST_BATCH_DELAY_MS", "200")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let lock = dir.path().join("wh/_doc2ci/lock");
     let t0 = Instant::now();
     while !std::fs::read_to_string(&lock).is_ok_and(|s| s.contains("pid")) && t0.elapsed() < Duration::from_secs(30) {

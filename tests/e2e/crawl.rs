@@ -2,7 +2,7 @@
 //! chromedriver and plain HTTP against the golden pairs of `docsite/check.py`, the traps of
 //! `docsite/TRAPS.md` (asserted on the server's request log), and `kill -9` + resume.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -40,7 +40,9 @@ fn config(dir: &Path, services: &[&str], site: &str, backend: &str, crawl: &str)
     }
     s.push('\n');
     s.push_str(&profiles_toml());
-    s.push_str(&format!("\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"));
+    s.push_str(&format!(
+        "\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"
+    ));
     let p = dir.join("pipeline.toml");
     std::fs::write(&p, s).unwrap();
     p
@@ -65,7 +67,16 @@ fn golden_pairs(profile: &str, backend: &str) -> Vec<Key> {
         .unwrap()
         .iter()
         .filter(|p| p["profile"] == profile && p["backends"].as_array().unwrap().iter().any(|b| b == backend))
-        .map(|p| (p["service"].as_str().unwrap().into(), p["url"].as_str().unwrap().into(), p["title"].as_str().unwrap().into(), p["description"].as_str().unwrap().into(), p["reference"].as_str().unwrap().into(), p["position"].as_u64().unwrap()))
+        .map(|p| {
+            (
+                p["service"].as_str().unwrap().into(),
+                p["url"].as_str().unwrap().into(),
+                p["title"].as_str().unwrap().into(),
+                p["description"].as_str().unwrap().into(),
+                p["reference"].as_str().unwrap().into(),
+                p["position"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -75,7 +86,14 @@ fn crawled_pairs(wh: &Path) -> Vec<Key> {
         .map(|r| {
             let sid = r["source_id"].as_str().unwrap();
             let pos: u64 = sid.rsplit('#').next().unwrap().parse().unwrap();
-            (r["service"].as_str().unwrap().into(), r["url"].as_str().unwrap().into(), r["title"].as_str().unwrap().into(), r["description"].as_str().unwrap().into(), r["reference"].as_str().unwrap().into(), pos)
+            (
+                r["service"].as_str().unwrap().into(),
+                r["url"].as_str().unwrap().into(),
+                r["title"].as_str().unwrap().into(),
+                r["description"].as_str().unwrap().into(),
+                r["reference"].as_str().unwrap().into(),
+                pos,
+            )
         })
         .collect()
 }
@@ -105,7 +123,11 @@ struct Served {
 impl Served {
     fn start(dir: &Path) -> Served {
         let log = dir.join("requests.log");
-        let mut child = doc2ci(&["serve", docsite().to_str().unwrap(), "--log", log.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = doc2ci(&["serve", docsite().to_str().unwrap(), "--log", log.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let origin = line.trim().rsplit(' ').next().unwrap().to_string();
@@ -113,7 +135,11 @@ impl Served {
         Served { child, origin, log }
     }
     fn requests(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(|l| l.split(' ').nth(1).unwrap_or("").to_string()).collect()
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split(' ').nth(1).unwrap_or("").to_string())
+            .collect()
     }
 }
 
@@ -137,7 +163,10 @@ fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     let g = golden();
     let want_pages: usize = SERVICES.iter().map(|s| g["summary"][s]["pages"].as_array().unwrap().len()).sum();
     assert_eq!(pages.len(), want_pages);
-    assert!(pages.iter().all(|p| p["error"].is_null() && p["n"].as_u64().unwrap() > 1000 && p["backend"] == "http"), "{pages:?}");
+    assert!(
+        pages.iter().all(|p| p["error"].is_null() && p["n"].as_u64().unwrap() > 1000 && p["backend"] == "http"),
+        "{pages:?}"
+    );
     // Dedupe: the copies under second paths fold (exact duplicates; normalized mode).
     let counts = duckdb(&wh);
     let kept = counts["pairs"]["rows"].as_u64().unwrap();
@@ -145,16 +174,22 @@ fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     // Re-running does nothing; a selector change re-extracts without re-crawling.
     let again = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(again.contains("nothing to do"), "{again}");
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen("yaml_blocks = [\"pre > code.language-yaml\"]", "yaml_blocks = [\"div.code-example > pre > code.language-yaml\"]", 1);
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "yaml_blocks = [\"pre > code.language-yaml\"]",
+        "yaml_blocks = [\"div.code-example > pre > code.language-yaml\"]",
+        1,
+    );
     std::fs::write(&cfg, text).unwrap();
     let plan = run_ok(&["plan", "-c", cfg.to_str().unwrap()]);
-    assert!(plan.contains("extract pairs_raw/service=github-actions") && !plan.contains("run    crawl") , "{plan}");
+    assert!(plan.contains("extract pairs_raw/service=github-actions") && !plan.contains("run    crawl"), "{plan}");
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(out.contains("ran ") && !out.contains("run crawl"), "{out}");
 }
 
 fn has_browser() -> bool {
-    ["chromedriver", "chromium"].iter().all(|p| Command::new("which").arg(p).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false))
+    ["chromedriver", "chromium"]
+        .iter()
+        .all(|p| Command::new("which").arg(p).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false))
 }
 
 #[test]
@@ -180,7 +215,10 @@ fn traps_config(dir: &Path, origin: &str, backend: &str, keep_query: bool, crawl
     let profiles = profiles_toml();
     let traps = profiles.split("[profiles.traps]").nth(1).unwrap();
     let traps = if keep_query { traps.replace("keep_query = false", "keep_query = true") } else { traps.to_string() };
-    let redirects = traps.replace("start_urls = [\"/traps/index.html\"]", "start_urls = [\"/traps/http-redirect-long-1.html\", \"/traps/http-redirect-offsite.html\"]");
+    let redirects = traps.replace(
+        "start_urls = [\"/traps/index.html\"]",
+        "start_urls = [\"/traps/http-redirect-long-1.html\", \"/traps/http-redirect-offsite.html\"]",
+    );
     let s = format!(
         "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"traps\"\ndisplay = \"Traps\"\n\n\
          [[sources]]\nname = \"traps\"\nkind = \"crawl\"\nservice = \"traps\"\nprofile = \"traps\"\nurl = \"{origin}\"\nbackend = \"{backend}\"\n\n\
@@ -203,11 +241,14 @@ fn path_of(u: &str) -> String {
 /// What both backends must do with the traps (TRAPS.md), checked on the warehouse and on the
 /// server's request log.
 fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: usize) {
-    let pages: BTreeMap<String, Value> = rows(wh, "pages", "source, requested_url, url, status, error, html IS NULL AS no_html, bytes", "source, seq")
-        .into_iter()
-        .map(|r| (path_of(r["requested_url"].as_str().unwrap()), r))
-        .collect();
-    let err = |p: &str| pages.get(p).unwrap_or_else(|| panic!("{p} not crawled: {pages:?}"))["error"].as_str().unwrap_or("").to_string();
+    let pages: BTreeMap<String, Value> =
+        rows(wh, "pages", "source, requested_url, url, status, error, html IS NULL AS no_html, bytes", "source, seq")
+            .into_iter()
+            .map(|r| (path_of(r["requested_url"].as_str().unwrap()), r))
+            .collect();
+    let err = |p: &str| {
+        pages.get(p).unwrap_or_else(|| panic!("{p} not crawled: {pages:?}"))["error"].as_str().unwrap_or("").to_string()
+    };
     // HTTP redirect chain: recorded under the final URL.
     assert_eq!(path_of(pages["/traps/http-redirect-1.html"]["url"].as_str().unwrap()), "/traps/redirect-final.html");
     assert_eq!(err("/traps/http-redirect-1.html"), "");
@@ -215,7 +256,10 @@ fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: 
     let long = err("/traps/http-redirect-long-1.html");
     if backend == "webdriver" {
         // Chromium follows redirects itself (up to its own limit): the page is recorded where it ended.
-        assert_eq!(path_of(pages["/traps/http-redirect-long-1.html"]["url"].as_str().unwrap()), "/traps/redirect-final.html");
+        assert_eq!(
+            path_of(pages["/traps/http-redirect-long-1.html"]["url"].as_str().unwrap()),
+            "/traps/redirect-final.html"
+        );
     } else {
         assert!(long.contains("max_redirects = 5"), "{long}");
         let off = err("/traps/http-redirect-offsite.html");
@@ -230,12 +274,16 @@ fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: 
     // Missing page: a 404, once.
     assert!(err("/traps/missing.html").contains("HTTP 404"));
     // Non-UTF-8 page decoded from its <meta charset>.
-    let pairs: Vec<Value> = rows(wh, "pairs_raw", "source, title, reference, url", "source, position").into_iter().filter(|p| p["source"] == "traps").collect();
+    let pairs: Vec<Value> = rows(wh, "pairs_raw", "source, title, reference, url", "source, position")
+        .into_iter()
+        .filter(|p| p["source"] == "traps")
+        .collect();
     let latin = pairs.iter().find(|p| p["title"] == "Déploiement continu").unwrap_or_else(|| panic!("{pairs:?}"));
     assert!(latin["reference"].as_str().unwrap().starts_with("name: Déploiement"));
     // Exactly the six golden pairs of the traps profile, once each (the meta-refresh chain and
     // the HTTP redirect both end on redirect-final.html, extracted once).
-    let got: BTreeSet<(String, String)> = pairs.iter().map(|p| (p["title"].as_str().unwrap().into(), p["reference"].as_str().unwrap().into())).collect();
+    let got: BTreeSet<(String, String)> =
+        pairs.iter().map(|p| (p["title"].as_str().unwrap().into(), p["reference"].as_str().unwrap().into())).collect();
     let want: BTreeSet<(String, String)> = golden_pairs("traps", backend).into_iter().map(|k| (k.2, k.4)).collect();
     assert_eq!(got, want);
     assert_eq!(pairs.len(), 6, "{pairs:?}");
@@ -257,7 +305,13 @@ fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: 
 fn http_backend_handles_every_trap() {
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(dir.path());
-    let cfg = traps_config(dir.path(), &served.origin, "http", false, "rate_limit = 0\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n");
+    let cfg = traps_config(
+        dir.path(),
+        &served.origin,
+        "http",
+        false,
+        "rate_limit = 0\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
+    );
     let t0 = Instant::now();
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(t0.elapsed() < Duration::from_secs(60), "{out}");
@@ -273,7 +327,13 @@ fn webdriver_backend_handles_every_trap() {
     assert!(has_browser(), "chromium and chromedriver are required (scripts/deps.sh installs them)");
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(dir.path());
-    let cfg = traps_config(dir.path(), &served.origin, "webdriver", false, "rate_limit = 0\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n");
+    let cfg = traps_config(
+        dir.path(),
+        &served.origin,
+        "webdriver",
+        false,
+        "rate_limit = 0\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
+    );
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     check_traps(&wh, &served, "webdriver", 1);
@@ -294,7 +354,13 @@ fn webdriver_link_loop_with_query_strings_stops_at_max_pages() {
     assert!(has_browser(), "chromium and chromedriver are required");
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(dir.path());
-    let cfg = traps_config(dir.path(), &served.origin, "webdriver", true, "rate_limit = 0\ntimeout_secs = 10\nretries = 0\nmax_pages = 16\n");
+    let cfg = traps_config(
+        dir.path(),
+        &served.origin,
+        "webdriver",
+        true,
+        "rate_limit = 0\ntimeout_secs = 10\nretries = 0\nmax_pages = 16\n",
+    );
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(out.contains("stopped at max_pages = 16"), "{out}");
     let wh = dir.path().join("wh");
@@ -316,7 +382,10 @@ fn checkpointed_pages(wh: &Path) -> usize {
             let p = e.path();
             if p.is_dir() {
                 walk(&p, n);
-            } else if p.to_string_lossy().contains("pages~") && p.file_name().unwrap().to_string_lossy().starts_with("batch-") && p.extension().is_some_and(|x| x == "parquet") {
+            } else if p.to_string_lossy().contains("pages~")
+                && p.file_name().unwrap().to_string_lossy().starts_with("batch-")
+                && p.extension().is_some_and(|x| x == "parquet")
+            {
                 *n += 1;
             }
         }
@@ -333,7 +402,8 @@ fn kill_9_mid_crawl_then_resume_fetches_no_page_twice() {
     let site = format!("url = \"{}\"", served.origin);
     let cfg = config(dir.path(), SERVICES, &site, "http", "rate_limit = 4\ntimeout_secs = 5\n");
     let wh = dir.path().join("wh");
-    let mut child = doc2ci(&["run", "-c", cfg.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child =
+        doc2ci(&["run", "-c", cfg.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     // Kill between two requests, once some pages are checkpointed: every page the server has
     // answered is then in a checkpoint.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -1,7 +1,7 @@
 //! validate + score end to end on the six real models: every output gets a validity row and a
 //! score row, the study's summary reads back, and a new model embeds only its new texts.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]
@@ -36,12 +36,19 @@ fn validate_and_score_the_real_outputs_then_add_a_model() {
     // A seventh model whose outputs are all known texts: nothing new to embed.
     let seventh = dir.path().join("same-as-gpt-4o.csv.gz");
     std::fs::copy(output_file("gpt-4o"), &seventh).unwrap();
-    write_quality_config(dir.path(), MODELS, &format!("\n[[models]]\nname = \"again\"\nbackend = \"import\"\npath = \"{}\"\n", seventh.display()));
+    write_quality_config(
+        dir.path(),
+        MODELS,
+        &format!("\n[[models]]\nname = \"again\"\nbackend = \"import\"\npath = \"{}\"\n", seventh.display()),
+    );
     let plan = run_ok(&["plan", "--config", c]);
     let runs = plan.lines().filter(|l| l.starts_with("run ")).count();
     assert_eq!(runs, 4, "models table, import, validate and score of the new model only:\n{plan}");
     let out = run_ok(&["run", "--config", c]);
-    assert!(out.contains("scores/service=github-actions/model=again: 725 rows") && out.contains("(0 new texts embedded)"), "{out}");
+    assert!(
+        out.contains("scores/service=github-actions/model=again: 725 rows") && out.contains("(0 new texts embedded)"),
+        "{out}"
+    );
     let db = duckdb(&wh);
     assert_eq!(db["scores"]["rows"], 725 * 7);
 }

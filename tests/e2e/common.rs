@@ -33,7 +33,10 @@ fn study(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
         shared().join("GitHubActions_Docs.csv.gz").display()
     );
     for m in models {
-        s.push_str(&format!("\n[[models]]\nname = \"{m}\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"x\"\n", output_file(m).display()));
+        s.push_str(&format!(
+            "\n[[models]]\nname = \"{m}\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"x\"\n",
+            output_file(m).display()
+        ));
     }
     s.push_str(extra);
     let p = dir.join("pipeline.toml");
@@ -49,7 +52,12 @@ pub fn doc2ci(args: &[&str]) -> Command {
 
 pub fn run_ok(args: &[&str]) -> String {
     let out = doc2ci(args).output().unwrap();
-    assert!(out.status.success(), "doc2ci {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "doc2ci {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 

@@ -3,7 +3,7 @@
 //! from the warehouse's own scores, the HTML report renders in headless Chromium with one mark per
 //! model in each scatter figure, and a filled coding sheet round-trips with sklearn's κ.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::Read;
@@ -12,7 +12,8 @@ use std::process::Command;
 
 const PAIRS: usize = 30;
 /// (name, size_b, code, proprietary)
-const STUDY_MODELS: &[(&str, &str, &str, &str)] = &[("gpt-4o", "", "false", "true"), ("llama3.1-8b", "8", "false", "false"), ("codellama-7b", "7", "true", "false")];
+const STUDY_MODELS: &[(&str, &str, &str, &str)] =
+    &[("gpt-4o", "", "false", "true"), ("llama3.1-8b", "8", "false", "false"), ("codellama-7b", "7", "true", "false")];
 /// (fine-tuned, base): declared so, to exercise RQ6's fine-tuning contrast on real outputs.
 const FINE_TUNED: (&str, &str) = ("codellama-7b", "llama3.1-8b");
 
@@ -58,7 +59,8 @@ fn python(script: &str, args: &[&str]) -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py").join(script);
     let out = Command::new("python3").arg(&path).args(args).output().expect("python3");
     assert!(out.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{script}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn count(hay: &str, needle: &str) -> usize {
@@ -84,7 +86,21 @@ fn stats_report_and_coding_on_a_real_slice() {
 
     // The report: files present, HTML renders in headless Chromium without console errors.
     let report = wh.join("report");
-    for f in ["index.html", "report.md", "tables/table1.csv", "tables/table2.csv", "tables/rq2_scale.csv", "tables/rq3_services.csv", "tables/rq6_repair.csv", "tables/fragments.csv", "tables/stats.csv", "figures/fig3_similarity_validity.svg", "figures/fig5_repair_plane.svg", "figures/fig4_tiers.svg", "figures/box_cosine.svg"] {
+    for f in [
+        "index.html",
+        "report.md",
+        "tables/table1.csv",
+        "tables/table2.csv",
+        "tables/rq2_scale.csv",
+        "tables/rq3_services.csv",
+        "tables/rq6_repair.csv",
+        "tables/fragments.csv",
+        "tables/stats.csv",
+        "figures/fig3_similarity_validity.svg",
+        "figures/fig5_repair_plane.svg",
+        "figures/fig4_tiers.svg",
+        "figures/box_cosine.svg",
+    ] {
         let p = report.join(f);
         // One service and no repair rounds: the RQ3 table holds just its header.
         let min = if f.starts_with("tables/") && f != "tables/stats.csv" { 20 } else { 100 };
@@ -104,17 +120,32 @@ fn stats_report_and_coding_on_a_real_slice() {
     // (stats_check.py above already recomputed these rows' Wilcoxon and McNemar with scipy/statsmodels).
     let rq6 = std::fs::read_to_string(report.join("tables/rq6_repair.csv")).unwrap();
     let ft_rows: Vec<&str> = rq6.lines().filter(|l| l.contains("fine-tuned vs base")).collect();
-    assert!(ft_rows.iter().any(|l| l.starts_with("mcnemar")) && ft_rows.iter().any(|l| l.starts_with("wilcoxon")), "{rq6}");
+    assert!(
+        ft_rows.iter().any(|l| l.starts_with("mcnemar")) && ft_rows.iter().any(|l| l.starts_with("wilcoxon")),
+        "{rq6}"
+    );
     assert!(ft_rows.iter().all(|l| l.contains(FINE_TUNED.0) && l.contains(FINE_TUNED.1)), "{rq6}");
     let fig = |f: &str| std::fs::read_to_string(report.join(format!("figures/{f}.svg"))).unwrap();
-    assert_eq!(count(&fig("fig5_repair_plane"), "<polygon"), count(&fig("fig3_similarity_validity"), "<polygon") + 1, "one fine-tuning arrow head");
+    assert_eq!(
+        count(&fig("fig5_repair_plane"), "<polygon"),
+        count(&fig("fig3_similarity_validity"), "<polygon") + 1,
+        "one fine-tuning arrow head"
+    );
     let boxes = std::fs::read_to_string(report.join("figures/box_cosine.svg")).unwrap();
     for (m, ..) in STUDY_MODELS {
         assert!(boxes.contains(m), "box plot labels {m}");
     }
     let html = report.join("index.html");
     let chrome = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000", "--dump-dom"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+        ])
         .arg(format!("file://{}", html.display()))
         .output()
         .expect("chromium is installed (scripts/deps.sh)");
@@ -153,7 +184,11 @@ fn stats_report_and_coding_on_a_real_slice() {
             // The second coder disagrees on every third row.
             let v = verdicts[(i * 7 + if i % 3 == 0 { shift } else { 0 }) % 3];
             f[vcol] = v.into();
-            f[ccol] = if v == "usable" { String::new() } else { format!("omission/missing-step;misinterpretation/wrong-value{}", i % 2) };
+            f[ccol] = if v == "usable" {
+                String::new()
+            } else {
+                format!("omission/missing-step;misinterpretation/wrong-value{}", i % 2)
+            };
             acc.push(v.to_string());
             w.write_record(&f).unwrap();
         }
@@ -163,11 +198,26 @@ fn stats_report_and_coding_on_a_real_slice() {
     }
     let out = run_ok(&["coding", "import", "--config", c, a.to_str().unwrap(), b.to_str().unwrap()]);
     let k3 = out.split("κ (3-point) = ").nth(1).unwrap().split(',').next().unwrap().trim().parse::<f64>().unwrap();
-    let kb = out.split("κ (usable vs not) = ").nth(1).unwrap().split('.').take(2).collect::<Vec<_>>().join(".").parse::<f64>().unwrap();
+    let kb = out
+        .split("κ (usable vs not) = ")
+        .nth(1)
+        .unwrap()
+        .split('.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".")
+        .parse::<f64>()
+        .unwrap();
     let sk = python("kappa_check.py", &[&serde_json::to_string(&va).unwrap(), &serde_json::to_string(&vb).unwrap()]);
     assert!((k3 - sk["kappa3"].as_f64().unwrap()).abs() < 5e-4, "ours {k3}, sklearn {}", sk["kappa3"]);
     assert!((kb - sk["kappa_binary"].as_f64().unwrap()).abs() < 5e-4, "ours {kb}, sklearn {}", sk["kappa_binary"]);
-    assert!(out.contains("## By service") && out.contains("## By tier") && out.contains("## By type") && out.contains("omission"), "{out}");
+    assert!(
+        out.contains("## By service")
+            && out.contains("## By tier")
+            && out.contains("## By type")
+            && out.contains("omission"),
+        "{out}"
+    );
 
     // Bad sheets: an unknown verdict and a row that was never drawn, each named by file:line.
     let text = std::fs::read_to_string(&a).unwrap();

@@ -2,7 +2,7 @@
 //! server for the failure paths, and repair of real invalid outputs from the llm4ci data.
 //! Rows are read back with the real DuckDB.
 
-mod common;
+use crate::common;
 use common::*;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -48,7 +48,11 @@ fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
 fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
     let sql = sql.replace("{wh}", wh.to_str().unwrap());
     let out = std::process::Command::new("python3")
-        .args(["-c", "import duckdb,json,sys; print(json.dumps(duckdb.connect().execute(sys.argv[1]).fetchall(), default=str))", &sql])
+        .args([
+            "-c",
+            "import duckdb,json,sys; print(json.dumps(duckdb.connect().execute(sys.argv[1]).fetchall(), default=str))",
+            &sql,
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "DuckDB: {}\n{sql}", String::from_utf8_lossy(&out.stderr));
@@ -61,7 +65,12 @@ const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partition
 fn embedded_model_generates_real_text_and_stores_it() {
     let dir = tempfile::tempdir().unwrap();
     let docs = small_docs(dir.path(), 4, None);
-    let cfg = study(dir.path(), &docs, "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 48\nsize_b = 0.135\n", "[stages.score]\nenabled = false\n");
+    let cfg = study(
+        dir.path(),
+        &docs,
+        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 48\nsize_b = 0.135\n",
+        "[stages.score]\nenabled = false\n",
+    );
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     assert!(out.contains("generate generations/service=github-actions/model=smollm2"), "{out}");
     let wh = dir.path().join("wh");
@@ -107,10 +116,20 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
         "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
     );
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c]).env("DOC2CI_TEST_BATCH_DELAY_MS", "1500").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = doc2ci(&["run", "--config", c])
+        .env("DOC2CI_TEST_BATCH_DELAY_MS", "1500")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let ck = dir.path().join("wh/_doc2ci/checkpoints");
     let t0 = Instant::now();
-    let batches = |ck: &Path| walk_files(ck).into_iter().filter(|p| p.to_string_lossy().contains("generations") && p.extension().is_some_and(|e| e == "parquet")).collect::<Vec<_>>();
+    let batches = |ck: &Path| {
+        walk_files(ck)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("generations") && p.extension().is_some_and(|e| e == "parquet"))
+            .collect::<Vec<_>>()
+    };
     while batches(&ck).len() < 2 && t0.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -119,7 +138,13 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
     let before = batches(&ck);
     assert!(before.len() >= 2 && before.len() < 6, "killed mid-generation: {} batches", before.len());
     // What the killed run had finished, as DuckDB reads the checkpoint files.
-    let done = duck(Path::new("/"), &format!("SELECT pair_id, latency_ms, raw_output FROM read_parquet([{}]) ORDER BY pair_id", before.iter().map(|p| format!("'{}'", p.display())).collect::<Vec<_>>().join(",")));
+    let done = duck(
+        Path::new("/"),
+        &format!(
+            "SELECT pair_id, latency_ms, raw_output FROM read_parquet([{}]) ORDER BY pair_id",
+            before.iter().map(|p| format!("'{}'", p.display())).collect::<Vec<_>>().join(",")
+        ),
+    );
 
     let out = run_ok(&["run", "--config", c]);
     assert!(out.contains("resuming after"), "{out}");
@@ -129,7 +154,10 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
     assert_eq!(n[0][1], 6);
     // Finished answers were kept, not asked again (a new request would have its own latency).
     for d in &done {
-        let r = duck(&wh, &format!("SELECT latency_ms, raw_output FROM {GENS} WHERE pair_id = '{}'", d[0].as_str().unwrap()));
+        let r = duck(
+            &wh,
+            &format!("SELECT latency_ms, raw_output FROM {GENS} WHERE pair_id = '{}'", d[0].as_str().unwrap()),
+        );
         assert_eq!(r[0][0], d[1]);
         assert_eq!(r[0][1], d[2]);
     }
@@ -220,9 +248,13 @@ fn garbage_empty_non_utf8_and_endless_responses_are_error_rows_not_crashes() {
     assert!(out.contains("5 outputs"), "{out}");
     let wh = d.join("wh");
     let rows = duck(&wh, &format!("SELECT p.title, g.output, g.error, g.degenerate, g.degenerate_kind, g.cost FROM {GENS} g JOIN read_parquet('{{wh}}/pairs/**/*.parquet', hive_partitioning=true) p USING (pair_id) ORDER BY p.title"));
-    let by: std::collections::HashMap<String, &Vec<serde_json::Value>> = rows.iter().map(|r| (r[0].as_str().unwrap().to_string(), r)).collect();
+    let by: std::collections::HashMap<String, &Vec<serde_json::Value>> =
+        rows.iter().map(|r| (r[0].as_str().unwrap().to_string(), r)).collect();
     assert_eq!(by.len(), 5);
-    assert_eq!(by["FINE"][1], "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n", "fences stripped");
+    assert_eq!(
+        by["FINE"][1], "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n",
+        "fences stripped"
+    );
     assert!(by["FINE"][2].is_null());
     assert!((by["FINE"][5].as_f64().unwrap() - 0.02).abs() < 1e-9, "10 in × 1.0/1k + 5 out × 2.0/1k");
     assert_eq!(by["EMPTYANSWER"][3], true);
@@ -267,18 +299,35 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     let vals = "read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true)";
-    let r0 = duck(&wh, &format!("SELECT pair_id, schema_ok FROM {vals} WHERE model = 'gemma3-12b' AND round = 0 ORDER BY pair_id"));
+    let r0 = duck(
+        &wh,
+        &format!("SELECT pair_id, schema_ok FROM {vals} WHERE model = 'gemma3-12b' AND round = 0 ORDER BY pair_id"),
+    );
     let invalid0: Vec<&str> = r0.iter().filter(|r| r[1] == false).map(|r| r[0].as_str().unwrap()).collect();
     let valid0: Vec<&str> = r0.iter().filter(|r| r[1] == true).map(|r| r[0].as_str().unwrap()).collect();
     assert!(invalid0.len() >= 2 && !valid0.is_empty(), "the sample mixes valid and invalid real outputs: {r0:?}");
 
     // Zero valid outputs changed: no repair row exists for any output valid at round 0.
-    let touched = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round > 0 AND pair_id IN ({})", valid0.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(",")));
+    let touched = duck(
+        &wh,
+        &format!(
+            "SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round > 0 AND pair_id IN ({})",
+            valid0.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(",")
+        ),
+    );
     assert_eq!(touched[0][0], 0, "a valid output was sent for repair");
     // Round 1 revisits exactly the invalid ones, through the embedded model.
-    let r1 = duck(&wh, &format!("SELECT pair_id, raw_output, error FROM {GENS} WHERE model = 'gemma3-12b' AND round = 1 ORDER BY pair_id"));
+    let r1 = duck(
+        &wh,
+        &format!(
+            "SELECT pair_id, raw_output, error FROM {GENS} WHERE model = 'gemma3-12b' AND round = 1 ORDER BY pair_id"
+        ),
+    );
     assert_eq!(r1.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), invalid0);
-    assert!(r1.iter().all(|r| r[2].is_null() && r[1].as_str().is_some_and(|t| !t.is_empty())), "real repairs came back: {r1:?}");
+    assert!(
+        r1.iter().all(|r| r[2].is_null() && r[1].as_str().is_some_and(|t| !t.is_empty())),
+        "real repairs came back: {r1:?}"
+    );
     // Round-0 rows are the imported ones, untouched.
     let g0 = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round = 0"));
     assert_eq!(g0[0][0], 12);
@@ -296,7 +345,8 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     }
     assert_eq!(rep[1][2], rep[0][7], "round 2 starts where round 1 ended");
     assert_eq!(rep[1][3], rep[0][5], "round 2 revisits exactly what round 1 left invalid");
-    let fixed1 = duck(&wh, &format!("SELECT COUNT(*) FROM {vals} WHERE model = 'gemma3-12b' AND round = 1 AND schema_ok"));
+    let fixed1 =
+        duck(&wh, &format!("SELECT COUNT(*) FROM {vals} WHERE model = 'gemma3-12b' AND round = 1 AND schema_ok"));
     assert_eq!(fixed1[0][0], rep[0][4]);
     eprintln!("repair counts per round: {rep:?}\n{out}");
 
@@ -307,7 +357,10 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     let plan = run_ok(&["plan", "--config", c]);
     let runs: Vec<&str> = plan.lines().filter(|l| l.starts_with("run ") || l.starts_with("maybe ")).collect();
     assert!(runs.iter().any(|l| l.contains("#round-3")), "{plan}");
-    assert!(!runs.iter().any(|l| l.contains("#round-1") || l.contains("#round-2") || l.contains("generate ")), "{plan}");
+    assert!(
+        !runs.iter().any(|l| l.contains("#round-1") || l.contains("#round-2") || l.contains("generate ")),
+        "{plan}"
+    );
 }
 
 /// `python3 -m llama_cpp.server` (pip `llama-cpp-python[server]`, scripts/deps.sh) serving the
@@ -317,7 +370,9 @@ struct LlamaServer(std::process::Child);
 impl LlamaServer {
     fn start() -> (LlamaServer, String) {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let assets = std::env::var_os("DOC2CI_ASSETS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
+        let assets = std::env::var_os("DOC2CI_ASSETS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
         let child = std::process::Command::new("python3")
@@ -365,7 +420,10 @@ fn openai_backend_against_a_real_llama_cpp_server() {
         "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
     );
     run_ok(&["run", "--config", cfg.to_str().unwrap()]);
-    let rows = duck(&dir.path().join("wh"), &format!("SELECT raw_output, error, prompt_tokens, completion_tokens, attempts FROM {GENS}"));
+    let rows = duck(
+        &dir.path().join("wh"),
+        &format!("SELECT raw_output, error, prompt_tokens, completion_tokens, attempts FROM {GENS}"),
+    );
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert!(r[1].is_null(), "{r:?}");

@@ -1,0 +1,34 @@
+"""Imports every Python module a test or a test's peer script uses, so a machine that lacks one fails
+here, at once and by name, instead of deep inside a differential test (or, worse, in a test that
+falls back to recorded results). scripts/deps.sh installs them, pinned; keep both lists together."""
+
+import importlib
+import sys
+
+MODULES = [
+    # validity peers (stages/validate, tests/peers/validity_peer.py)
+    "ruamel.yaml", "jsonschema", "check_jsonschema",
+    # metric peers (stages/score/tests/peers/metrics_peer.py)
+    "sacrebleu", "crystalbleu", "zss", "rapidfuzz", "nltk", "deepdiff",
+    # reading the warehouse as a user would (tests/py/duckdb_check.py)
+    "duckdb",
+    # crawl reference extraction (docsite/check.py, tests/crawl)
+    "html5lib", "bs4",
+    # statistics peers (tests/py/stats_check.py, stages/stats/tests)
+    "scipy", "statsmodels", "sklearn", "numpy",
+    # generation peers (stages/llm, stages/smollm, tests/e2e/generate.rs)
+    "llama_cpp", "llama_cpp.server", "openai",
+]
+
+missing = []
+for m in MODULES:
+    try:
+        importlib.import_module(m)
+    except Exception as e:  # an ImportError, or a package that imports but is broken
+        missing.append(f"{m}: {type(e).__name__}: {e}")
+if missing:
+    print("check_peers: these test peers do not import (run scripts/deps.sh test):", file=sys.stderr)
+    for line in missing:
+        print("  " + line, file=sys.stderr)
+    sys.exit(1)
+print(f"check_peers: {len(MODULES)} peer modules import")

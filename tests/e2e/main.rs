@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `doc2ci` binary on real data, read back with real DuckDB.
+//! One test binary for all of them, so the engine is linked once per build, not once per file.
+
+mod common;
+
+mod crawl;
+mod engine;
+mod generate;
+mod quality;
+mod study;
