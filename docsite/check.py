@@ -20,9 +20,11 @@ What it checks:
 The extraction rule implemented here (the reference for the Rust extractor's golden test):
 remove hidden elements ([hidden], style display:none) and the profile's removal selectors; take the
 profile's content root; walk it in document order keeping a stack of open headings (a heading closes the
-open headings of the same or deeper level); each p and li is a prose block (its text content with runs of
-whitespace collapsed to one space, trimmed; inline code and link text are kept) that belongs to the
-innermost open heading; a node matching a YAML block selector is a YAML block: its title is the open
+open headings of the same or deeper level); each p, li, dt and dd (or the profile's prose_blocks) is a prose
+block that belongs to the innermost open heading, with its own text only: its text nodes and those of its
+inline descendants (inline code and link text are kept), with runs of whitespace collapsed to one space,
+trimmed; nested prose blocks, code blocks, pre, lists, tables, headings and removed elements are not part of
+it (nested blocks are blocks of their own), so a step's YAML never lands in its own description; a node matching a YAML block selector is a YAML block: its title is the open
 headings' texts joined with " - ", its description the prose blocks of the open headings seen so far in
 document order, each text once, joined by one space, "." if there is none; it becomes a pair when its text
 content loads as a YAML mapping or sequence. Nodes matching a code block selector that contain no YAML block
@@ -335,6 +337,8 @@ def load_profiles() -> dict:
 # --------------------------------------------------------------------------------------------------------
 
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Never part of an enclosing prose block's own text (the Rust extractor's `block_level`).
+BLOCK_LEVEL = {"pre", "ul", "ol", "dl", "table", "script", "style", "template", *HEADINGS}
 
 
 def collapse(s: str) -> str:
@@ -413,13 +417,15 @@ def extract(doc: Node, profile: dict) -> dict:
     yaml_groups = parse_selector(", ".join(profile["yaml_blocks"]))
     code_groups = parse_selector(", ".join(profile["code_blocks"]))
     remove_groups = parse_selector(", ".join(profile["remove"]))
+    prose_groups = parse_selector(", ".join(profile.get("prose_blocks", ["p", "li", "dt", "dd"])))
+    keep_groups = parse_selector(", ".join(profile.get("keep_hidden", []))) if profile.get("keep_hidden") else []
     if not roots:
         result["error"] = f"content root {profile['content_root']!r} not found"
         return result
     root = roots[0]
 
     def removed(node: Node) -> str | None:
-        if is_hidden(node):
+        if is_hidden(node) and not (keep_groups and matches(node, keep_groups)):
             return "hidden element"
         if matches(node, remove_groups):
             return "removal selector"
@@ -443,6 +449,39 @@ def extract(doc: Node, profile: dict) -> dict:
                     break
         if why:
             result["removed"].append({"why": why, "first_line": first_line(n.text())})
+
+    def is_code(node: Node) -> bool:
+        return matches(node, yaml_groups) or matches(node, code_groups)
+
+    def own_text(node: Node) -> str:
+        out: list[str] = []
+
+        def push(n: Node):
+            for c in n.children:
+                if isinstance(c, str):
+                    out.append(c)
+                elif c.tag == "br":
+                    out.append(" ")
+                elif (removed(c) or c.tag in BLOCK_LEVEL or is_code(c) or matches(c, prose_groups)):
+                    out.append(" ")
+                else:
+                    push(c)
+
+        push(node)
+        return collapse("".join(out))
+
+    def block_text(node: Node) -> str:
+        out: list[str] = []
+
+        def push(n: Node):
+            for c in n.children:
+                if isinstance(c, str):
+                    out.append(c)
+                elif not removed(c) and c.tag not in ("script", "style", "template"):
+                    push(c)
+
+        push(node)
+        return "".join(out)
 
     stack: list[dict] = []  # {"level", "text", "prose": [..]}
     position = 0
@@ -469,10 +508,10 @@ def extract(doc: Node, profile: dict) -> dict:
                 level = HEADINGS[child.tag]
                 while stack and stack[-1]["level"] >= level:
                     stack.pop()
-                stack.append({"level": level, "text": collapse(child.text()), "prose": []})
+                stack.append({"level": level, "text": collapse(block_text(child)), "prose": []})
                 continue
             if matches(child, yaml_groups):
-                text = child.text()
+                text = block_text(child)
                 title = " - ".join(h["text"] for h in stack)
                 kind = yaml_kind(text)
                 if kind == "collection":
@@ -495,11 +534,11 @@ def extract(doc: Node, profile: dict) -> dict:
                 if not has_yaml:
                     result["skipped"].append({
                         "title": " - ".join(h["text"] for h in stack), "reason": "not yaml",
-                        "detail": block_lang(child), "first_line": first_line(child.text()),
+                        "detail": block_lang(child), "first_line": first_line(block_text(child)),
                     })
                     continue
-            if child.tag in ("p", "li"):
-                prose = collapse(child.text())
+            if matches(child, prose_groups):
+                prose = own_text(child)
                 if prose and stack:
                     stack[-1]["prose"].append(prose)
             walk(child)

@@ -51,7 +51,8 @@ enum Cmd {
         format: Format,
     },
     /// Write a whole table as CSV or JSON Lines; `export finetune --folds 5 --out DIR` writes
-    /// fine-tuning folds (chat JSONL) instead.
+    /// fine-tuning folds (chat JSONL) instead, and `export benchmark --out DIR` the deduplicated
+    /// pairs as a release (Parquet, JSONL, datasheet, checksums).
     Export {
         table: String,
         /// `finetune` only: the number of folds.
@@ -168,6 +169,13 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
             let _ = format;
             println!("{}", crate::generation::export_finetune(&cfg, &wh, folds, &out)?);
+            Ok(())
+        }
+        Cmd::Export { table, config, out, .. } if table == "benchmark" => {
+            let cfg = Config::load(&config)?;
+            let wh = open_warehouse(&config)?;
+            let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
+            println!("{}", crate::release::export(&cfg, &wh, &out)?);
             Ok(())
         }
         Cmd::Export { table, config, format, out, .. } => {
@@ -299,6 +307,17 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
         removed += 1;
         ui.info(&format!("removed stale partition {s}"));
     }
+    // Browsers of killed crawls (we hold the lock: none is in use) and their profile folders.
+    let browsers = wh.meta().join("browser");
+    let reaped = crate::crawl::fetch::reap_orphans(&browsers);
+    if reaped > 0 {
+        ui.info(&format!("killed {reaped} browser process(es) left by a killed crawl"));
+    }
+    freed += dir_size(&browsers);
+    if let Ok(rd) = std::fs::read_dir(&browsers) {
+        removed += rd.count();
+    }
+    let _ = std::fs::remove_dir_all(&browsers);
     // Staging leftovers of killed runs, and checkpoints of partitions that have since finished.
     let staging = wh.meta().join("staging");
     freed += dir_size(&staging);

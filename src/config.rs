@@ -265,6 +265,14 @@ pub struct CrawlParams {
     /// Cached pages of a remote site younger than this are not fetched again.
     pub max_age_hours: f64,
     pub user_agent: String,
+    /// Requests started per second on a remote site (a `url` source), whatever `rate_limit` says:
+    /// what a site operator accepts from a crawler. robots.txt's `Crawl-delay` slows it further.
+    pub remote_rate_limit: f64,
+    /// Follow `<link rel="canonical">`: a page whose canonical URL was fetched already is recorded
+    /// as its duplicate, without HTML, and the canonical URL is never queued again.
+    pub canonical: bool,
+    /// Longest `Retry-After` honoured on a 429/503 before the attempt counts as failed.
+    pub max_retry_after_secs: f64,
 }
 
 impl Default for CrawlParams {
@@ -283,7 +291,11 @@ impl Default for CrawlParams {
             max_redirects: 5,
             max_page_bytes: 5 << 20,
             max_age_hours: 168.0,
-            user_agent: "doc2ci".into(),
+            // Identifies the crawler to site operators; robots.txt groups for `doc2ci` apply.
+            user_agent: concat!("doc2ci/", env!("CARGO_PKG_VERSION"), " (documentation benchmark crawler)").into(),
+            remote_rate_limit: 2.0,
+            canonical: true,
+            max_retry_after_secs: 120.0,
         }
     }
 }
@@ -331,6 +343,9 @@ fn default_batch() -> usize {
 pub struct DedupeParams {
     #[serde(default)]
     pub mode: doc2ci_dedupe::Mode,
+    /// Ask models for pairs whose description contains their reference (flagged in `pairs.leak`).
+    #[serde(default)]
+    pub keep_leaks: bool,
 }
 
 #[derive(Deserialize)]
@@ -346,7 +361,8 @@ struct RawConfig {
     #[serde(default)]
     stages: StageParams,
     #[serde(default)]
-    profiles: BTreeMap<String, Spanned<doc2ci_crawl::Profile>>,
+    /// Tables, not profiles yet: a profile with `base = "…"` gets its other keys from a built-in one.
+    profiles: BTreeMap<String, Spanned<toml::Table>>,
 }
 
 #[derive(Deserialize)]
@@ -506,14 +522,25 @@ impl Config {
     }
 
     pub fn parse(file: &Path, text: &str) -> Result<Config> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e))?;
+        // toml's own message quotes the offending line, which may hold a pasted key: name the place only.
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(String::new(), |sp| {
+                let before = &text[..sp.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!(" at line {line}, column {col}")
+            });
+            anyhow::anyhow!("{}: TOML parse error{at}: {}", file.display(), e.message().trim_end())
+        })?;
         let cx = Ctx { file, text };
         let base = file.parent().unwrap_or(Path::new("."));
 
         let mut services = Vec::new();
+        let mut service_spans = Vec::new();
         for s in raw.services {
             let span = s.span();
             let s = s.into_inner();
+            service_spans.push(s.name.span());
             if let Err(m) = check_name("service name", s.name.get_ref()) {
                 return cx.err(s.name.span(), "services.name", m);
             }
@@ -565,16 +592,25 @@ impl Config {
             };
             let full = cx.path(path.span(), "sources.path", path.get_ref())?;
             let format = match &s.format {
-                Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) => {
+                Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) && f.get_ref() != "benchmark" => {
                     return cx.err(
                         f.span(),
                         "sources.format",
-                        format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")),
+                        format!(
+                            "unknown format `{}` (one of {}, benchmark)",
+                            f.get_ref(),
+                            IMPORT_FORMATS.join(", ")
+                        ),
                     )
                 }
                 Some(f) => f.get_ref().clone(),
                 None => "llm4ci".into(),
             };
+            // A released benchmark is a folder (`doc2ci export benchmark`); every other format a file.
+            if (format == "benchmark") != full.is_dir() {
+                let want = if format == "benchmark" { "a folder written by `doc2ci export benchmark`" } else { "a file" };
+                return cx.err(path.span(), "sources.path", format!("`{}` is not {want}", path.get_ref()));
+            }
             let name = match &s.name {
                 Some(n) => {
                     if let Err(m) = check_name("source name", n.get_ref()) {
@@ -744,8 +780,10 @@ impl Config {
             || c.timeout_secs <= 0.0
             || c.max_page_bytes == 0
             || c.rate_limit < 0.0
+            || !(c.remote_rate_limit > 0.0)
+            || c.max_retry_after_secs < 0.0
         {
-            bail!("{}: `stages.crawl`: max_pages, concurrency, timeout_secs and max_page_bytes must be positive, rate_limit not negative", file.display());
+            bail!("{}: `stages.crawl`: max_pages, concurrency, timeout_secs, max_page_bytes and remote_rate_limit must be positive, rate_limit and max_retry_after_secs not negative", file.display());
         }
         if raw.stages.import.batch_size == 0 {
             bail!("{}: `stages.import.batch_size` must be at least 1", file.display());
@@ -788,6 +826,23 @@ impl Config {
                 known.join(", ")
             );
         }
+        // validate and score know four services; any other name would silently get no rows (a typo
+        // hiding a whole service's results), so it is an error while either stage is on.
+        if raw.stages.validate.enabled || raw.stages.score.enabled {
+            for (svc, span) in services.iter().zip(&service_spans) {
+                if svc.name.parse::<doc2ci_validate::Service>().is_err() {
+                    return cx.err(
+                        span.clone(),
+                        "services.name",
+                        format!(
+                            "unknown service `{}`: validate and score know github-actions, circleci, gitlab-ci and \
+                             travis-ci (another name needs [stages.validate] and [stages.score] enabled = false)",
+                            svc.name
+                        ),
+                    );
+                }
+            }
+        }
         Ok(Config {
             file: file.to_path_buf(),
             warehouse: base.join(raw.study.warehouse.get_ref()),
@@ -804,13 +859,67 @@ impl Config {
     }
 }
 
+/// A source's profile: a `[profiles.NAME]` table (with `base = "<built-in>"` it starts from that
+/// built-in profile and overrides single keys), else a built-in profile of that name.
+fn resolve_profile(
+    cx: &Ctx,
+    pname: &Spanned<String>,
+    profiles: &BTreeMap<String, Spanned<toml::Table>>,
+) -> Result<doc2ci_crawl::Profile> {
+    let name = pname.get_ref();
+    let key = format!("profiles.{name}");
+    let profile = match profiles.get(name) {
+        Some(t) => {
+            let mut table = t.get_ref().clone();
+            let parsed = match table.remove("base") {
+                Some(toml::Value::String(b)) => match doc2ci_crawl::builtin(&b) {
+                    Some(base) => {
+                        let o = serde_json::to_value(&table).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        let serde_json::Value::Object(o) = o else { unreachable!("a table is an object") };
+                        doc2ci_crawl::with_overrides(&base, o)
+                    }
+                    None => {
+                        return cx.err(
+                            t.span(),
+                            &format!("{key}.base"),
+                            format!("no built-in profile `{b}` (built-in: {})", doc2ci_crawl::BUILTIN.join(", ")),
+                        )
+                    }
+                },
+                Some(_) => return cx.err(t.span(), &format!("{key}.base"), "the name of a built-in profile (a string)"),
+                None => toml::Value::Table(table).try_into::<doc2ci_crawl::Profile>().map_err(|e| e.message().to_string()),
+            };
+            match parsed {
+                Ok(p) => (p, t.span()),
+                Err(m) => return cx.err(t.span(), &key, m),
+            }
+        }
+        None => match doc2ci_crawl::builtin(name) {
+            Some(p) => (p, pname.span()),
+            None => {
+                let mut names: Vec<&str> = profiles.keys().map(String::as_str).collect();
+                names.extend(doc2ci_crawl::BUILTIN);
+                return cx.err(
+                    pname.span(),
+                    "sources.profile",
+                    format!("no profile `{name}` (declared or built-in: {})", names.join(", ")),
+                );
+            }
+        },
+    };
+    if let Err(m) = profile.0.compile() {
+        return cx.err(profile.1, &key, m);
+    }
+    Ok(profile.0)
+}
+
 /// A `kind = "crawl"` source checked against its profile and the crawl parameters.
 fn crawl_source(
     cx: &Ctx,
     span: std::ops::Range<usize>,
     s: RawSource,
     service: String,
-    profiles: &BTreeMap<String, Spanned<doc2ci_crawl::Profile>>,
+    profiles: &BTreeMap<String, Spanned<toml::Table>>,
     params: &CrawlParams,
 ) -> Result<Source> {
     for (key, v) in [("path", &s.path), ("format", &s.format)] {
@@ -824,21 +933,7 @@ fn crawl_source(
     let Some(pname) = s.profile else {
         return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)");
     };
-    let Some(profile) = profiles.get(pname.get_ref()) else {
-        let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
-        return cx.err(
-            pname.span(),
-            "sources.profile",
-            format!(
-                "no profile `{}` (declared: {})",
-                pname.get_ref(),
-                if names.is_empty() { "none".into() } else { names.join(", ") }
-            ),
-        );
-    };
-    if let Err(m) = profile.get_ref().compile() {
-        return cx.err(profile.span(), &format!("profiles.{}", pname.get_ref()), m);
-    }
+    let profile = resolve_profile(cx, &pname, profiles)?;
     let (serve, url) = match (&s.serve, &s.url) {
         (Some(d), None) => {
             let full = cx.path(d.span(), "sources.serve", d.get_ref())?;
@@ -893,7 +988,7 @@ fn crawl_source(
         skip_bad_rows: false,
         crawl: Some(CrawlSource {
             profile_name: pname.get_ref().clone(),
-            profile: profile.get_ref().clone(),
+            profile,
             serve,
             url,
             backend,
@@ -941,7 +1036,7 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             return cx.err(
                 url_span.clone(),
                 "models.base_url",
-                format!("model `{name}`: `{u}` is not an http:// or https:// URL"),
+                format!("model `{name}`: `{}` is not an http:// or https:// URL", doc2ci_llm::redact_url(u)),
             );
         }
     }
@@ -974,7 +1069,16 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
     if let Some(k) = &m.api_key_env {
         let v = k.get_ref();
         if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return cx.err(k.span(), "models.api_key_env", format!("model `{name}`: `{v}` is not an environment variable name (the key itself never goes in the config)"));
+            // Never echo the value: people paste the key itself here.
+            return cx.err(
+                k.span(),
+                "models.api_key_env",
+                format!(
+                    "model `{name}`: the value ({} characters, not shown) is not an environment variable name \
+                     (letters, digits and `_`): name the variable that holds the key; the key itself never goes in the config",
+                    v.chars().count()
+                ),
+            );
         }
     }
     let model_id = match (backend, &m.model) {
@@ -1118,12 +1222,43 @@ mod tests {
     }
 
     #[test]
+    fn unknown_service_names_its_line_while_validate_or_score_runs() {
+        let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
+        let e = parse(cfg).unwrap_err().to_string();
+        assert!(e.contains("line 7") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
+        let off = format!("{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n");
+        assert!(parse(&off).is_ok());
+    }
+
+    #[test]
+    fn builtin_profiles_need_no_table_and_a_base_overrides_single_keys() {
+        let head = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"travis-ci\"\ndisplay = \"Travis CI\"\n";
+        let src = |profile: &str| {
+            format!("[[sources]]\nkind = \"crawl\"\nservice = \"travis-ci\"\nprofile = \"{profile}\"\nurl = \"https://docs.example.com\"\n")
+        };
+        let c = parse(&format!("{head}{}", src("travis-docs"))).unwrap();
+        let p = &c.sources[0].crawl.as_ref().unwrap().profile;
+        assert_eq!(p.allowed_prefixes, ["/user/"]);
+        let mirror = "[profiles.mirror]\nbase = \"travis-docs\"\nallowed_prefixes = [\"/snapshot/user/\"]\nstart_urls = [\"/snapshot/user/tutorial/\"]\n";
+        let c = parse(&format!("{head}{}{mirror}", src("mirror"))).unwrap();
+        let p = &c.sources[0].crawl.as_ref().unwrap().profile;
+        assert_eq!((p.allowed_prefixes.as_slice(), p.start_urls.as_slice()), (&["/snapshot/user/".to_string()][..], &["/snapshot/user/tutorial/".to_string()][..]));
+        assert_eq!(p.yaml_blocks, doc2ci_crawl::builtin("travis-docs").unwrap().yaml_blocks);
+        let e = parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis\"\n", src("mirror"))).unwrap_err().to_string();
+        assert!((e.contains(":11:") || e.contains(":12:")) && e.contains("no built-in profile `travis`") && e.contains("travis-docs"), "{e}");
+        let e = parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis-docs\"\nyaml_block = [\"pre\"]\n", src("mirror"))).unwrap_err().to_string();
+        assert!((e.contains(":11:") || e.contains(":12:")) && e.contains("yaml_block"), "{e}");
+        let e = parse(&format!("{head}{}", src("nope"))).unwrap_err().to_string();
+        assert!(e.contains("no profile `nope`") && e.contains("github-docs"), "{e}");
+    }
+
+    #[test]
     fn wrong_type_names_line() {
         let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = 3\ndisplay = \"x\"\n").unwrap_err().to_string();
         assert!(e.contains("line 4"), "{e}");
     }
 
-    const HEAD: &str = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"gha\"\ndisplay = \"GitHub Actions\"\n";
+    const HEAD: &str = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
 
     #[test]
     fn generative_models_parse_with_defaults_and_keys() {
@@ -1136,7 +1271,7 @@ mod tests {
         .unwrap();
         let e = c.models[0].gen.as_ref().unwrap();
         assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 1));
-        assert_eq!(e.services, ["gha"]);
+        assert_eq!(e.services, ["github-actions"]);
         let f = c.models[1].gen.as_ref().unwrap();
         assert_eq!(f.base_urls.len(), 2);
         assert_eq!((f.key.model_id.as_str(), f.key.samples, f.key.few_shot, f.key.retrieval), ("qwen", 5, 3, 3));
@@ -1173,9 +1308,23 @@ mod tests {
         }
     }
 
+    /// A key pasted where a variable name belongs, quoted or not, is never echoed.
+    #[test]
+    fn pasted_keys_are_not_echoed() {
+        for body in [
+            "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = \"sk-live-ABCDEF123\"\n",
+            "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = sk-live-ABCDEF123\n",
+            "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"ftp://u:sk-live-ABCDEF123@h/v1?key=sk-live-ABCDEF123\"\n",
+        ] {
+            let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();
+            assert!(!e.contains("ABCDEF123"), "{e}");
+            assert!(e.contains("line 10") || e.contains(":10:") || e.contains(":9:"), "names the place: {e}");
+        }
+    }
+
     #[test]
     fn missing_file_and_duplicate_model_name_line() {
-        let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"gha\"\ndisplay = \"G\"\n[[sources]]\nkind = \"import\"\nservice = \"gha\"\npath = \"nope.csv\"\n")
+        let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[sources]]\nkind = \"import\"\nservice = \"github-actions\"\npath = \"nope.csv\"\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains(":9:") && e.contains("nope.csv") && e.contains("sources.path"), "{e}");

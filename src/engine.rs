@@ -28,7 +28,8 @@ pub struct Node {
     /// Inputs known by a pinned hash rather than read (assets checked by `doc2ci setup`).
     pub pinned: Vec<(String, String)>,
     pub params: Value,
-    pub version: u32,
+    /// The code version of the stage ([`crate::code::version`]): changes whenever its code does.
+    pub version: String,
     pub task: Task,
     /// Set on per-model partitions, so `plan` can say "new model".
     pub model: Option<String>,
@@ -139,7 +140,7 @@ impl Pipeline {
             });
         };
         if st.version != n.version {
-            return Some(format!("stage implementation changed (v{} → v{})", st.version, n.version));
+            return Some("stage code changed".into());
         }
         if st.params_hash != Self::params_hash(n) {
             return Some("changed parameter".into());
@@ -183,7 +184,7 @@ impl Pipeline {
                         (Action::Run, n.model.as_ref().map_or("new partition".into(), |m| format!("new model `{m}`")))
                     }
                     Some(p) if p.params_hash != Self::params_hash(n) => (Action::Run, "changed parameter".into()),
-                    Some(p) if p.version != n.version => (Action::Run, "stage implementation changed".into()),
+                    Some(p) if p.version != n.version => (Action::Run, "stage code changed".into()),
                     Some(_) => {
                         let names: Vec<String> = running.iter().map(|d| d.part.id()).collect();
                         (
@@ -338,7 +339,7 @@ impl Pipeline {
                         key,
                         output_hash: out.output_hash,
                         rows: out.rows,
-                        version: n.version,
+                        version: n.version.clone(),
                         params_hash: Self::params_hash(n),
                         inputs,
                         finished_at: warehouse::now(),

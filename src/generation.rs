@@ -56,6 +56,7 @@ pub fn backend(m: &Model) -> Result<Arc<dyn Backend>> {
             base_urls: g.base_urls.clone(),
             model: g.key.model_id.clone(),
             api_key_env: g.api_key_env.clone(),
+            api_key: None,
             limits: limits(g),
         })
         .map_err(|e| anyhow!("model `{}`: {e}", m.name))?,
@@ -167,7 +168,10 @@ fn to_row(
     row
 }
 
-/// Sends `items` in checkpointed batches; resumes after the last committed batch.
+/// Sends `items` with up to `batch` requests in flight and checkpoints every answer as soon as it
+/// arrives, so a killed run re-asks only what was in flight then (at most one request per slot),
+/// never an answered one: on a paid API nothing answered is billed twice. Rows come back in
+/// `items` order, whatever order the answers arrived in.
 #[allow(clippy::too_many_arguments)]
 fn run_items(
     wh: &Warehouse,
@@ -183,78 +187,72 @@ fn run_items(
 ) -> Result<Vec<Generation>> {
     let g = m.gen.as_ref().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
     let ckpt = wh.checkpoint(&node.part, key);
-    let (mut rows, done, mut seq, _) = ckpt.resume::<Generation>()?;
-    let done = done as usize;
-    if done > 0 {
-        ui.info(&format!("{}: resuming after {done} of {} requests", node.label(), items.len()));
+    let (mut rows, _, mut seq, _) = ckpt.resume::<Generation>()?;
+    let order: HashMap<(&str, u32), usize> =
+        items.iter().enumerate().map(|(i, it)| ((it.pair_id.as_str(), it.sample), i)).collect();
+    let answered: std::collections::HashSet<(String, u32)> =
+        rows.iter().map(|r| (r.pair_id.clone(), r.sample)).collect();
+    let todo: Vec<&Item> = items.iter().filter(|it| !answered.contains(&(it.pair_id.clone(), it.sample))).collect();
+    if !rows.is_empty() {
+        ui.info(&format!("{}: resuming after {} of {} requests", node.label(), rows.len(), items.len()));
     }
-    if done >= items.len() {
-        return Ok(rows);
-    }
-    let backend = backend(m)?;
-    let who = format!("model `{}` ({})", m.name, backend.describe());
-    // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
-    let batch = cfg.stages.generate.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));
-    let delay = std::env::var("DOC2CI_TEST_BATCH_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok());
-    let handle = tokio::runtime::Handle::try_current().ok();
-    let local;
-    let handle = match handle {
-        Some(h) => h,
-        None => {
-            local = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            local.handle().clone()
-        }
-    };
-    let mut position = done;
-    let bar = ui.bar((items.len() - done) as u64, "requests");
-    for chunk in items[done..].chunks(batch) {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, it) in chunk.iter().enumerate() {
-            let req = Request {
-                messages: to_messages(&it.messages),
-                temperature: g.key.temperature,
-                max_tokens: g.key.max_tokens,
-                seed: it.seed,
-                extra: g.key.params.clone(),
-            };
-            let b = backend.clone();
-            set.spawn_on(async move { (i, b.chat(&req).await) }, &handle);
-        }
-        let mut answers: Vec<Option<std::result::Result<Reply, LlmError>>> = (0..chunk.len()).map(|_| None).collect();
+    if !todo.is_empty() {
+        let backend = backend(m)?;
+        let who = format!("model `{}` ({})", m.name, backend.describe());
+        // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
+        let slots =
+            cfg.stages.generate.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));
+        let delay = std::env::var("DOC2CI_TEST_BATCH_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok());
+        let handle = tokio::runtime::Handle::try_current().ok();
+        let local;
+        let handle = match handle {
+            Some(h) => h,
+            None => {
+                local = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+                local.handle().clone()
+            }
+        };
+        let bar = ui.bar(todo.len() as u64, "requests");
         handle.block_on(async {
-            while let Some(j) = set.join_next().await {
-                match j {
-                    Ok((i, r)) => answers[i] = Some(r),
-                    Err(e) => return Err(anyhow!("a request task failed: {e}")),
+            let mut set = tokio::task::JoinSet::new();
+            let mut next = 0usize;
+            loop {
+                while set.len() < slots && next < todo.len() {
+                    let it = todo[next];
+                    let req = Request {
+                        messages: to_messages(&it.messages),
+                        temperature: g.key.temperature,
+                        max_tokens: g.key.max_tokens,
+                        seed: it.seed,
+                        extra: g.key.params.clone(),
+                    };
+                    let b = backend.clone();
+                    set.spawn_on(async move { (next, b.chat(&req).await) }, &handle);
+                    next += 1;
+                }
+                let Some(first) = set.join_next().await else { break };
+                let mut ready = vec![first];
+                while let Some(j) = set.try_join_next() {
+                    ready.push(j);
+                }
+                let mut fresh = Vec::with_capacity(ready.len());
+                for j in ready {
+                    let (i, r) = j.map_err(|e| anyhow!("a request task failed: {e}"))?;
+                    fresh.push(to_row(todo[i], service, model_name, round, r, &who, g));
+                }
+                seq += 1;
+                ckpt.commit(seq, (rows.len() + fresh.len()) as u64, 0, &fresh)?;
+                bar.inc(fresh.len() as u64);
+                rows.extend(fresh);
+                if let Some(ms) = delay {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 }
             }
-            Ok(())
+            Ok::<_, anyhow::Error>(())
         })?;
-        let batch_rows: Vec<Generation> = chunk
-            .iter()
-            .zip(answers)
-            .map(|(it, a)| {
-                to_row(
-                    it,
-                    service,
-                    model_name,
-                    round,
-                    a.unwrap_or_else(|| Err(LlmError::Other("no answer".into()))),
-                    &who,
-                    g,
-                )
-            })
-            .collect();
-        position += chunk.len();
-        seq += 1;
-        ckpt.commit(seq, position as u64, 0, &batch_rows)?;
-        bar.inc(chunk.len() as u64);
-        rows.extend(batch_rows);
-        if let Some(ms) = delay {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-        }
+        bar.finish_and_clear();
     }
-    bar.finish_and_clear();
+    rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
     Ok(rows)
 }
 
@@ -286,6 +284,10 @@ pub fn generate(
     let display = cfg.service(service).map_or(service.to_string(), |s| s.display.clone());
     let mut pairs: Vec<Pair> = wh.read(pairs)?;
     pairs.sort_by_key(|p| p.position);
+    // A description that contains its reference hands the model the answer (issue 11).
+    if !cfg.stages.dedupe.keep_leaks {
+        pairs.retain(|p| p.leak.is_none());
+    }
     let prompter = Prompter::new(&display, &pairs, prompt_options(Some(g)));
     let mut items = Vec::with_capacity(pairs.len() * g.key.samples as usize);
     for p in &pairs {

@@ -3,11 +3,13 @@
 
 pub mod assets;
 pub mod cli;
+pub mod code;
 pub mod coding;
 pub mod config;
 pub mod crawl;
 pub mod engine;
 pub mod generation;
+pub mod release;
 pub mod resources;
 pub mod sql;
 pub mod tasks;

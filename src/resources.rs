@@ -55,6 +55,10 @@ struct Cache {
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
+/// Texts embedded (and cached) at a time: large enough for the embedder's packed batches, small
+/// enough that a kill loses a few seconds of work.
+const EMBED_CHUNK: usize = 256;
+
 /// Embeddings of `texts` (in order) and how many had to be computed now. Serialised: the
 /// embedder already uses every core, and a second partition then finds the shared references cached.
 pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usize)> {
@@ -64,8 +68,19 @@ pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usiz
     if guard.as_ref().map_or(true, |c| c.dir != dir) {
         let mut vectors = HashMap::new();
         for f in warehouse::parquet_files(&dir) {
-            for e in warehouse::read_file_rows::<Embedding>(&f, None)? {
-                vectors.insert(e.text_hash, Arc::new(e.vector));
+            match warehouse::read_file_rows::<Embedding>(&f, None) {
+                Ok(rows) => {
+                    for e in rows {
+                        vectors.insert(e.text_hash, Arc::new(e.vector));
+                    }
+                }
+                // A cache is only a cache: a damaged file is set aside (its texts are embedded
+                // again), never a reason to fail every score partition.
+                Err(e) => {
+                    let aside = f.with_extension("corrupt");
+                    let _ = std::fs::rename(&f, &aside);
+                    tracing::warn!("embedding cache: {} is unreadable ({e:#}); moved to {}", f.display(), aside.display());
+                }
             }
         }
         *guard = Some(Cache { dir: dir.clone(), vectors });
@@ -79,10 +94,13 @@ pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usiz
             missing.push((h.clone(), t));
         }
     }
-    if !missing.is_empty() {
-        let vecs = embedder()?.embed(&missing.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
+    // Embedded and written a chunk at a time (texts of similar length together, as the embedder
+    // packs them): a killed run keeps every finished chunk.
+    missing.sort_by_key(|(_, t)| t.len());
+    for chunk in missing.chunks(EMBED_CHUNK) {
+        let vecs = embedder()?.embed(&chunk.iter().map(|(_, t)| *t).collect::<Vec<_>>())?;
         let rows: Vec<Embedding> =
-            missing.iter().zip(vecs).map(|((h, _), v)| Embedding { text_hash: h.clone(), vector: v }).collect();
+            chunk.iter().zip(vecs).map(|((h, _), v)| Embedding { text_hash: h.clone(), vector: v }).collect();
         std::fs::create_dir_all(&dir)?;
         warehouse::write_rows_file(&dir.join(format!("emb-{}.parquet", warehouse::unique())), &rows)?;
         for r in rows {

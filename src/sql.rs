@@ -20,7 +20,25 @@ use crate::warehouse::{self, Warehouse, TABLES};
 pub const VIEWS: &[(&str, &str)] = &[
     (
         "pair_counts",
-        "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT regexp_replace(trim(title), '\\s+', ' ', 'g') || ': ' || regexp_replace(trim(description), '\\s+', ' ', 'g')) AS distinct_descriptions FROM pairs GROUP BY service",
+        "SELECT service, COUNT(*) AS pairs, SUM(n_copies) AS raw_pairs, COUNT(DISTINCT regexp_replace(trim(title), '\\s+', ' ', 'g') || ': ' || regexp_replace(trim(description), '\\s+', ' ', 'g')) AS distinct_descriptions, \
+         SUM(CASE WHEN leak IS NULL THEN 0 ELSE 1 END) AS leaks FROM pairs GROUP BY service",
+    ),
+    // Doc2CI's dataset construction per crawled service: pages, YAML blocks, what was skipped and
+    // why, duplicates removed (the study: 974 of 4,337 = 22.5%), unique pairs, leaking descriptions.
+    (
+        "crawl_summary",
+        "WITH pg AS (SELECT service, COUNT(*) AS pages, SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS pages_failed, \
+         SUM(CASE WHEN not_modified THEN 1 ELSE 0 END) AS pages_not_modified, SUM(transferred) AS bytes_transferred FROM pages GROUP BY service), \
+         cb AS (SELECT service, SUM(CASE WHEN kind = 'not yaml' THEN 0 ELSE 1 END) AS yaml_blocks, \
+         SUM(CASE WHEN kind = 'not yaml' THEN 1 ELSE 0 END) AS skipped_not_yaml, SUM(CASE WHEN kind = 'yaml scalar' THEN 1 ELSE 0 END) AS skipped_yaml_scalar, \
+         SUM(CASE WHEN kind = 'yaml parse error' THEN 1 ELSE 0 END) AS skipped_yaml_parse_error FROM code_blocks GROUP BY service), \
+         raw AS (SELECT service, COUNT(*) AS raw_pairs FROM pairs_raw GROUP BY service), \
+         kept AS (SELECT service, COUNT(*) AS unique_pairs, COUNT(DISTINCT regexp_replace(trim(description), '\\s+', ' ', 'g')) AS unique_descriptions, \
+         SUM(CASE WHEN leak IS NULL THEN 0 ELSE 1 END) AS leaks FROM pairs GROUP BY service) \
+         SELECT pg.service, pages, pages_failed, pages_not_modified, bytes_transferred, yaml_blocks, skipped_not_yaml, skipped_yaml_scalar, \
+         skipped_yaml_parse_error, raw_pairs, raw_pairs - unique_pairs AS duplicates_removed, \
+         100.0 * (raw_pairs - unique_pairs) / raw_pairs AS duplicate_pct, unique_pairs, unique_descriptions, leaks \
+         FROM pg JOIN cb ON pg.service = cb.service JOIN raw ON pg.service = raw.service JOIN kept ON pg.service = kept.service ORDER BY pg.service",
     ),
     // The study's Table I: zero-shot quality and validity per model.
     (

@@ -26,7 +26,7 @@ use crate::generation;
 use crate::resources;
 use crate::ui::Ui;
 use crate::warehouse::{
-    self, Partition, Warehouse, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT,
+    self, Partition, Warehouse, CODE_BLOCKS, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT,
     SCORES, STATS, VALIDATIONS,
 };
 
@@ -120,7 +120,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
                 pinned: vec![],
                 params: json!({"start_urls": pr.start_urls, "allowed_prefixes": pr.allowed_prefixes, "keep_query": pr.keep_query,
                                "url": spec.url, "backend": crate::crawl::resolve_backend(cfg, spec), "crawl": cfg.stages.crawl, "epoch": epoch}),
-                version: 1,
+                version: crate::code::version(&["doc2ci-crawl", "glue:crawl"]),
                 task: Task::Crawl { source: i },
                 model: None,
             });
@@ -131,9 +131,20 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
                 deps: vec![crawl_node],
                 files: vec![],
                 pinned: vec![],
-                params: json!({"content_root": pr.content_root, "remove": pr.remove, "yaml_blocks": pr.yaml_blocks, "code_blocks": pr.code_blocks}),
-                version: 1,
-                task: Task::Extract { source: i, pages },
+                params: json!({"content_root": pr.content_root, "remove": pr.remove, "yaml_blocks": pr.yaml_blocks, "code_blocks": pr.code_blocks, "prose_blocks": pr.prose_blocks, "keep_hidden": pr.keep_hidden}),
+                version: crate::code::version(&["doc2ci-crawl"]),
+                task: Task::Extract { source: i, pages: pages.clone() },
+                model: None,
+            });
+            nodes.push(Node {
+                stage: "extract",
+                part: Partition::new(CODE_BLOCKS, &[&s.service, &s.name]),
+                deps: vec![crawl_node],
+                files: vec![],
+                pinned: vec![],
+                params: nodes[nodes.len() - 1].params.clone(),
+                version: crate::code::version(&["doc2ci-crawl"]),
+                task: Task::Blocks { source: i, pages },
                 model: None,
             });
             continue;
@@ -142,10 +153,10 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             stage: "import",
             part: Partition::new(PAIRS_RAW, &[&s.service, &s.name]),
             deps: vec![],
-            files: vec![s.path.clone()],
+            files: vec![if s.format == "benchmark" { s.path.join(crate::release::PAIRS_JSONL) } else { s.path.clone() }],
             pinned: vec![],
             params: json!({"format": s.format, "columns": s.columns, "skip_bad_rows": s.skip_bad_rows}),
-            version: 1,
+            version: crate::code::version(&["doc2ci-import"]),
             task: Task::ImportPairs { source: i },
             model: None,
         });
@@ -168,7 +179,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             files: vec![],
             pinned: vec![],
             params: serde_json::to_value(&cfg.stages.dedupe)?,
-            version: 1,
+            version: crate::code::version(&["doc2ci-dedupe"]),
             task: Task::Dedupe { service: svc.name.clone(), inputs },
             model: None,
         });
@@ -180,7 +191,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
         files: vec![],
         pinned: vec![],
         params: serde_json::to_value(model_rows(cfg))?,
-        version: 1,
+        version: crate::code::version(&["doc2ci-rows"]),
         task: Task::Models,
         model: None,
     });
@@ -201,7 +212,7 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             files: vec![m.path.clone().expect("config checked: import models have a path")],
             pinned: vec![],
             params: json!({"format": m.format, "columns": m.columns, "skip_bad_rows": m.skip_bad_rows, "source": m.source}),
-            version: 2,
+            version: crate::code::version(&["doc2ci-import"]),
             task: Task::ImportOutputs { model: i },
             model: Some(m.name.clone()),
         });
@@ -221,8 +232,8 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
                 deps: vec![dedupe],
                 files: vec![],
                 pinned: model_pins(m),
-                params: json!({"gen": g.key, "prompt": generation::PROMPT_VERSION}),
-                version: 1,
+                params: json!({"gen": g.key, "prompt": generation::PROMPT_VERSION, "keep_leaks": cfg.stages.dedupe.keep_leaks}),
+                version: crate::code::version(&["doc2ci-generate", "doc2ci-llm", "doc2ci-smollm", "glue:generation"]),
                 task: Task::Generate { model: i, service: service.clone(), pairs: nodes[dedupe].part.clone() },
                 model: Some(m.name.clone()),
             });
@@ -299,7 +310,7 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
                 files: vec![],
                 pinned: model_pins(rm),
                 params: params.clone(),
-                version: 1,
+                version: crate::code::version(&["doc2ci-generate", "doc2ci-llm", "doc2ci-smollm", "glue:generation"]),
                 task: Task::Repair {
                     model,
                     repairer,
@@ -325,7 +336,7 @@ fn add_repair_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
             files: vec![],
             pinned: vec![],
             params: json!({"repairer": rm.name}),
-            version: 1,
+            version: crate::code::version(&["doc2ci-generate", "doc2ci-llm", "doc2ci-smollm", "glue:generation"]),
             task: Task::RepairSummary {
                 model,
                 repairer,
@@ -362,7 +373,7 @@ fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
             files: vec![],
             pinned: vec![],
             params: serde_json::to_value(&cfg.stages.stats)?,
-            version: 1,
+            version: crate::code::version(&["doc2ci-stats"]),
             task: Task::Stats { inputs: inputs.clone() },
             model: None,
         });
@@ -380,7 +391,7 @@ fn add_study_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
                 files: vec![],
                 pinned: vec![],
                 params: json!({"report": cfg.stages.report, "services": services}),
-                version: 1,
+                version: crate::code::version(&["doc2ci-report"]),
                 task: Task::Report { inputs: rinputs },
                 model: None,
             });
@@ -418,7 +429,7 @@ fn push_quality(
             files: vec![],
             pinned: vec![pin(&resources::schema_asset(service))?],
             params: serde_json::to_value(&cfg.stages.validate)?,
-            version: 1,
+            version: crate::code::version(&["doc2ci-validate"]),
             task: Task::Validate { service, generations: gp.clone() },
             model: Some(model.clone()),
         });
@@ -432,7 +443,7 @@ fn push_quality(
             files: vec![],
             pinned: vec![pin(resources::EMBED_MODEL)?, pin(resources::EMBED_TOKENIZER)?],
             params: serde_json::to_value(&cfg.stages.score)?,
-            version: 1,
+            version: crate::code::version(&["doc2ci-score", "doc2ci-embed"]),
             task: Task::Score { service, pairs, generations: gp },
             model: Some(model),
         });
@@ -496,7 +507,7 @@ fn add_quality_nodes(cfg: &Config, nodes: &mut Vec<Node>) -> Result<()> {
                 files: vec![],
                 pinned: vec![pin(&resources::schema_asset(service))?],
                 params: serde_json::to_value(&cfg.stages.validate)?,
-                version: 1,
+                version: crate::code::version(&["doc2ci-validate"]),
                 task: Task::ValidateRefs { service, pairs },
                 model: None,
             });
@@ -550,8 +561,13 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let s = &cfg.sources[*source];
             let map = ColumnMap::for_format(&s.format, &s.columns).map_err(|e| anyhow!("source `{}`: {e}", s.name))?;
             let mut position = 0u64;
+            let benchmark = s.format == "benchmark";
             let (rows, note) = batched(wh, node, key, cfg, &s.path, &s.format, s.skip_bad_rows, ui, |rec, idx| {
                 position = idx;
+                // A released benchmark holds every service: this source takes its own.
+                if benchmark && rec.fields.get("service").and_then(|v| v.as_deref()) != Some(s.service.as_str()) {
+                    return Ok(None);
+                }
                 doc2ci_import::to_raw_pair(&rec, &map, &s.service, &s.name, position).map(Some)
             })?;
             finish(wh, node, key, &rows, note)
@@ -564,6 +580,11 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let (rows, note) = crate::crawl::extract(&cfg.sources[*source], wh, pages)?;
             finish(wh, node, key, &rows, Some(note))
         }
+        Task::Blocks { source, pages } => {
+            let rows = crate::crawl::code_blocks(&cfg.sources[*source], wh, pages)?;
+            let pairs = rows.iter().filter(|b| b.kind == "pair").count();
+            finish(wh, node, key, &rows, Some(format!("{} code blocks, {pairs} pairs", rows.len())))
+        }
         Task::Dedupe { service, inputs } => {
             let mut raw: Vec<RawPair> = Vec::new();
             for p in inputs {
@@ -574,12 +595,14 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
                 .iter()
                 .map(|p| (doc2ci_rows::collapse_ws(&p.title), doc2ci_rows::collapse_ws(&p.description)))
                 .collect();
+            let leaks = pairs.iter().filter(|p| p.leak.is_some()).count();
             let note = format!(
-                "{service}: {} raw → {} kept, {} copies dropped, {} distinct title+description",
+                "{service}: {} raw → {} kept, {} copies dropped, {} distinct title+description, {leaks} leaking their reference{}",
                 raw.len(),
                 pairs.len(),
                 raw.len() - pairs.len(),
-                distinct.len()
+                distinct.len(),
+                if leaks > 0 && !cfg.stages.dedupe.keep_leaks { " (not asked: [stages.dedupe] keep_leaks = true asks them)" } else { "" }
             );
             finish(wh, node, key, &pairs, Some(note))
         }
@@ -788,6 +811,7 @@ fn score(wh: &Warehouse, pairs: &[Pair], gens: &[Generation]) -> Result<(Vec<Sco
                 exact: l.exact == 1.0,
                 kv_exact: l.kv_exact,
                 kv_wildcard: l.kv_wildcard,
+                truncated: refs[&i].truncated || o.truncated,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -844,6 +868,12 @@ where
         match r {
             Ok(Some(row)) => batch.push(row),
             Ok(None) => {}
+            // A column missing from the header (or the first JSON record) is missing from every row:
+            // skipping rows would "succeed" with nothing.
+            Err(e) if e.missing_column.is_some() && (format != "jsonl" || consumed == 1) => bail!(
+                "{name}: {} (file-level: no row of this file can be read; skip_bad_rows skips bad rows, not a missing column)",
+                e.message
+            ),
             Err(e) if skip_bad => {
                 skipped += 1;
                 if first_bad.len() < 3 {
@@ -881,6 +911,11 @@ fn records(path: &Path, format: &str) -> Result<Records> {
             Ok(Box::new(it))
         }
         "jsonl" => Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(path)?)))),
+        "benchmark" => {
+            crate::release::verify(path)?;
+            let f = path.join(crate::release::PAIRS_JSONL);
+            Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(&f)?))))
+        }
         "parquet" => Ok(Box::new(parquet_records(path)?.into_iter().map(Ok))),
         other => bail!("{name}: unknown format `{other}`"),
     }

@@ -34,6 +34,8 @@ pub struct TableDef {
 pub const PAIRS_RAW: TableDef = TableDef { name: "pairs_raw", partition_cols: &["service", "source"] };
 /// Crawled pages, raw HTML included (compressed by the Parquet writer).
 pub const PAGES: TableDef = TableDef { name: "pages", partition_cols: &["service", "source"] };
+/// Every code block extraction met on the crawled pages, and what became of it (the crawl summary).
+pub const CODE_BLOCKS: TableDef = TableDef { name: "code_blocks", partition_cols: &["service", "source"] };
 pub const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
 pub const GENERATIONS: TableDef = TableDef { name: "generations", partition_cols: &["service", "model"] };
 pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
@@ -50,7 +52,7 @@ pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
 pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
 
 pub const TABLES: &[TableDef] =
-    &[PAGES, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
+    &[PAGES, CODE_BLOCKS, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)
@@ -105,13 +107,23 @@ pub struct PartState {
     pub key: String,
     pub output_hash: String,
     pub rows: u64,
-    pub version: u32,
+    /// The stage's code version; older warehouses stored a hand-written number, read as text so
+    /// they are told "stage code changed" rather than refused.
+    #[serde(deserialize_with = "version_text")]
+    pub version: String,
     pub params_hash: String,
     /// Input name → content hash, so `plan` can say which input changed.
     pub inputs: BTreeMap<String, String>,
     pub finished_at: String,
     #[serde(default)]
     pub seconds: f64,
+}
+
+fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    })
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

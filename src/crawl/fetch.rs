@@ -23,6 +23,19 @@ pub struct Fetched {
     pub html: Option<String>,
     pub error: Option<String>,
     pub ms: u64,
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    /// 304 to a conditional request: the caller keeps the HTML it had.
+    pub not_modified: bool,
+    /// Body bytes received over the network.
+    pub transferred: u64,
+}
+
+/// What a previous crawl learnt about a page, for a conditional re-fetch.
+#[derive(Debug, Clone, Default)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
 }
 
 impl Fetched {
@@ -36,8 +49,31 @@ impl Fetched {
             html: None,
             error: Some(error),
             ms: t0.elapsed().as_millis() as u64,
+            etag: None,
+            last_modified: None,
+            not_modified: false,
+            transferred: 0,
         }
     }
+}
+
+/// One failed attempt: the message, whether another attempt may help, and how long the server
+/// asked us to wait first (`Retry-After` on a 429 or 503).
+struct Retry {
+    msg: String,
+    again: bool,
+    after: Option<Duration>,
+}
+
+/// `Retry-After` as seconds or an HTTP date, from now.
+fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = h.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let secs = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
+    Some(Duration::from_millis(secs.max(0) as u64))
 }
 
 fn secs(p: &CrawlParams) -> Duration {
@@ -75,6 +111,28 @@ impl Http {
         Ok(Http { client, params: params.clone() })
     }
 
+    /// A page's validators from a HEAD request: what a later crawl sends to be told 304 Not
+    /// Modified (the browser does not expose response headers to the page).
+    pub async fn validators(&self, url: &Url) -> Validators {
+        match self.client.head(url.clone()).send().await {
+            Ok(r) if r.status().is_success() => {
+                let h = |k| r.headers().get(k).and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok()).map(str::to_string);
+                Validators { etag: h(reqwest::header::ETAG), last_modified: h(reqwest::header::LAST_MODIFIED) }
+            }
+            _ => Validators::default(),
+        }
+    }
+
+    /// A small text resource (sitemap.xml), or None when it is absent or too large.
+    pub async fn text(&self, url: &Url) -> Option<String> {
+        let r = self.client.get(url.clone()).send().await.ok()?;
+        if !r.status().is_success() || r.content_length().is_some_and(|l| l > self.params.max_page_bytes) {
+            return None;
+        }
+        let b = r.bytes().await.ok()?;
+        (b.len() as u64 <= self.params.max_page_bytes).then(|| String::from_utf8_lossy(&b).into_owned())
+    }
+
     /// robots.txt of the origin; absent or unreadable means everything is allowed.
     pub async fn robots(&self, origin: &Url) -> doc2ci_crawl::Robots {
         let Ok(u) = origin.join("/robots.txt") else { return doc2ci_crawl::Robots::allow_all() };
@@ -87,20 +145,23 @@ impl Http {
         }
     }
 
-    pub async fn fetch(&self, url: &Url) -> Fetched {
+    pub async fn fetch(&self, url: &Url, validators: Option<&Validators>) -> Fetched {
         let t0 = Instant::now();
         let mut last = None;
+        let mut wait = Duration::ZERO;
         for attempt in 0..=self.params.retries {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200 << attempt.min(5))).await;
+                // Exponential backoff, or longer when the server said how long (429/503 Retry-After).
+                tokio::time::sleep(wait.max(Duration::from_millis(200 << attempt.min(5)))).await;
             }
-            match self.once(url, t0).await {
+            match self.once(url, t0, validators).await {
                 Ok(f) => return f,
-                Err((e, retry)) => {
-                    last = Some(e);
-                    if !retry {
+                Err(r) => {
+                    last = Some(r.msg);
+                    if !r.again {
                         break;
                     }
+                    wait = r.after.unwrap_or_default();
                 }
             }
         }
@@ -114,14 +175,36 @@ impl Http {
     }
 
     /// One attempt; the error says whether another attempt may help.
-    async fn once(&self, url: &Url, t0: Instant) -> std::result::Result<Fetched, (String, bool)> {
-        let resp =
-            self.client.get(url.clone()).send().await.map_err(|e| describe(url, &e, self.params.timeout_secs))?;
+    async fn once(&self, url: &Url, t0: Instant, validators: Option<&Validators>) -> std::result::Result<Fetched, Retry> {
+        let mut rq = self.client.get(url.clone());
+        if let Some(v) = validators {
+            if let Some(e) = &v.etag {
+                rq = rq.header(reqwest::header::IF_NONE_MATCH, e);
+            }
+            if let Some(m) = &v.last_modified {
+                rq = rq.header(reqwest::header::IF_MODIFIED_SINCE, m);
+            }
+        }
+        let resp = rq.send().await.map_err(|e| {
+            let (msg, again) = describe(url, &e, self.params.timeout_secs);
+            Retry { msg, again, after: None }
+        })?;
         let status = resp.status();
         let final_url = resp.url().clone();
-        let ctype = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-        if status.is_server_error() {
-            return Err((format!("{url}: HTTP {status}"), true));
+        let header = |k: reqwest::header::HeaderName| resp.headers().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let ctype = header(reqwest::header::CONTENT_TYPE);
+        let (etag, last_modified) = (header(reqwest::header::ETAG), header(reqwest::header::LAST_MODIFIED));
+        if status.as_u16() == 429 || status.is_server_error() {
+            let after = retry_after(resp.headers());
+            let max = Duration::from_secs_f64(self.params.max_retry_after_secs);
+            if let Some(a) = after.filter(|a| *a > max) {
+                return Err(Retry {
+                    msg: format!("{url}: HTTP {status}, Retry-After {}s exceeds max_retry_after_secs", a.as_secs()),
+                    again: false,
+                    after: None,
+                });
+            }
+            return Err(Retry { msg: format!("{url}: HTTP {status}"), again: true, after });
         }
         let mut f = Fetched {
             final_url,
@@ -132,7 +215,16 @@ impl Http {
             html: None,
             error: None,
             ms: 0,
+            etag,
+            last_modified,
+            not_modified: false,
+            transferred: 0,
         };
+        if status == reqwest::StatusCode::NOT_MODIFIED && validators.is_some() {
+            f.not_modified = true;
+            f.ms = t0.elapsed().as_millis() as u64;
+            return Ok(f);
+        }
         if !status.is_success() {
             f.error = Some(format!("HTTP {status}"));
             f.ms = t0.elapsed().as_millis() as u64;
@@ -153,6 +245,7 @@ impl Http {
                     body.extend_from_slice(&c);
                     if body.len() as u64 > max {
                         f.bytes = body.len() as u64;
+                        f.transferred = body.len() as u64;
                         f.error = Some(format!(
                             "page too large: more than max_page_bytes = {max} bytes (stopped reading at {})",
                             body.len()
@@ -162,11 +255,15 @@ impl Http {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return Err(describe(url, &e, self.params.timeout_secs)),
+                Err(e) => {
+                    let (msg, again) = describe(url, &e, self.params.timeout_secs);
+                    return Err(Retry { msg, again, after: None });
+                }
             }
         }
         let (html, enc) = doc2ci_crawl::decode_page(&body, ctype.as_deref());
         f.bytes = body.len() as u64;
+        f.transferred = body.len() as u64;
         f.html = Some(html);
         f.encoding = Some(enc.to_string());
         f.ms = t0.elapsed().as_millis() as u64;
@@ -214,8 +311,55 @@ pub fn which(program: &str) -> Option<PathBuf> {
         .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// Reads chromedriver's "started successfully on port N" line; its later output is drained so a
+/// full pipe never blocks it.
+async fn driver_port(child: &mut tokio::process::Child, exe: &std::path::Path) -> Result<u16> {
+    use tokio::io::AsyncBufReadExt;
+    let out = child.stdout.take().ok_or_else(|| anyhow!("{}: no stdout", exe.display()))?;
+    let mut lines = tokio::io::BufReader::new(out).lines();
+    let read = async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(p) = line.rsplit("on port ").next().filter(|_| line.contains("started successfully")) {
+                if let Ok(port) = p.trim().trim_end_matches('.').parse::<u16>() {
+                    return Ok(Some(port));
+                }
+            }
+        }
+        Ok::<_, std::io::Error>(None)
+    };
+    let port = match tokio::time::timeout(Duration::from_secs(60), read).await {
+        Ok(Ok(Some(p))) => p,
+        Ok(Ok(None)) => bail!("{} exited before it listened", exe.display()),
+        Ok(Err(e)) => bail!("{}: reading its output: {e}", exe.display()),
+        Err(_) => bail!("{} did not say its port within 60 s", exe.display()),
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(port)
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Browsers left by a killed run of this warehouse are killed: their `--user-data-dir` lies under
+/// `dir` in a folder named after the pid of the doc2ci process that started them (`unique()`), and
+/// that process is gone. Browsers of live runs (this one's other partitions) are left alone.
+pub fn reap_orphans(dir: &std::path::Path) -> usize {
+    let needle = format!("--user-data-dir={}/", dir.display());
+    let mut n = 0;
+    let Ok(rd) = std::fs::read_dir("/proc") else { return 0 };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Some(arg) = cmd.split(|b| *b == 0).find(|a| a.starts_with(needle.as_bytes())) else { continue };
+        let owner = String::from_utf8_lossy(&arg[needle.len()..]).split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let owner_alive = owner.is_some_and(|o| std::path::Path::new(&format!("/proc/{o}")).exists());
+        if !owner_alive {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            n += 1;
+        }
+    }
+    n
 }
 
 const CHROMIUM_FLAGS: &[&str] = &[
@@ -237,22 +381,51 @@ impl Browser {
             Some(u) => (None, u.clone()),
             None => {
                 let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
-                let port = free_port()?;
-                let child = tokio::process::Command::new(&exe)
-                    .arg(format!("--port={port}"))
+                let mut cmd = tokio::process::Command::new(&exe);
+                // The OS picks the port (no bind-close-reuse race); chromedriver prints it.
+                cmd.arg("--port=0")
                     .arg("--allowed-ips=127.0.0.1")
                     .stdin(Stdio::null())
-                    .stdout(Stdio::null())
+                    .stdout(Stdio::piped())
                     .stderr(Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .with_context(|| format!("cannot start {}", exe.display()))?;
+                    .kill_on_drop(true);
+                // kill_on_drop does not run on SIGKILL: the kernel ends chromedriver with us.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                let mut child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
+                let port = driver_port(&mut child, &exe).await?;
                 (Some(child), format!("http://127.0.0.1:{port}"))
             }
         };
         let mut b = Browser { client: None, driver, webdriver_url, profile_dir: scratch, params: params.clone() };
         b.session().await?;
         Ok(b)
+    }
+
+    /// The Chromium chromedriver starts, wrapped so that it dies with chromedriver (`setpriv
+    /// --pdeathsig`): a killed crawl leaves no browser behind. None: chromedriver's own choice.
+    fn chromium_binary(&self) -> Option<String> {
+        let chromium = match &self.params.chromium {
+            Some(b) => PathBuf::from(b),
+            None => ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c))?,
+        };
+        let Some(setpriv) = which("setpriv") else { return Some(chromium.display().to_string()) };
+        let wrapper = self.profile_dir.with_extension("chromium.sh");
+        let script = format!(
+            "#!/bin/sh\nexec {} --pdeathsig KILL -- {} \"$@\"\n",
+            sh_quote(&setpriv.display().to_string()),
+            sh_quote(&chromium.display().to_string())
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&wrapper, script).ok()?;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).ok()?;
+        Some(wrapper.display().to_string())
     }
 
     async fn session(&mut self) -> Result<()> {
@@ -265,7 +438,7 @@ impl Browser {
         args.push(format!("--user-data-dir={}", self.profile_dir.display()));
         args.push(format!("--user-agent={}", self.params.user_agent));
         let mut opts = json!({ "args": args });
-        if let Some(bin) = &self.params.chromium {
+        if let Some(bin) = self.chromium_binary() {
             opts["binary"] = json!(bin);
         }
         let mut caps = serde_json::Map::new();
@@ -301,7 +474,17 @@ impl Browser {
         let mut last = String::new();
         for attempt in 0..=self.params.retries {
             match self.once(url, t0).await {
-                Ok(f) => return f,
+                // As the http backend: a server error is worth another try (never a 404), with backoff.
+                Ok(f) if f.status.is_some_and(|st| st >= 500) && attempt < self.params.retries => {
+                    last = format!("{url}: {}", f.error.unwrap_or_default());
+                    tokio::time::sleep(Duration::from_millis(200 << (attempt + 1).min(5))).await;
+                }
+                Ok(mut f) => {
+                    if attempt > 0 && f.error.is_some() {
+                        f.error = f.error.map(|e| format!("{e} (gave up after {} attempt(s))", attempt + 1));
+                    }
+                    return f;
+                }
                 Err(e) => {
                     last = e;
                     // A load that timed out may still be running: a new session is the sure way out.
@@ -342,6 +525,7 @@ impl Browser {
             const h = document.documentElement ? document.documentElement.outerHTML : '';
             const dt = document.doctype ? '<!DOCTYPE ' + document.doctype.name + '>' : '';
             return {url: document.URL, status: nav && nav.responseStatus ? nav.responseStatus : null,
+                    transfer: nav && nav.transferSize ? nav.transferSize : 0,
                     len: h.length, html: h.length > max ? null : dt + h,
                     ctype: document.contentType, charset: document.characterSet};";
         let v = tokio::time::timeout(guard, c.execute(script, vec![json!(self.params.max_page_bytes)]))
@@ -360,6 +544,10 @@ impl Browser {
             html: None,
             error: None,
             ms: 0,
+            etag: None,
+            last_modified: None,
+            not_modified: false,
+            transferred: v["transfer"].as_u64().unwrap_or(0),
         };
         match &v["html"] {
             Value::String(h) => {
@@ -389,5 +577,6 @@ impl Browser {
             let _ = d.kill().await;
         }
         let _ = std::fs::remove_dir_all(&self.profile_dir);
+        let _ = std::fs::remove_file(self.profile_dir.with_extension("chromium.sh"));
     }
 }

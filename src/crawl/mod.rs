@@ -24,7 +24,21 @@ use crate::engine::Node;
 use crate::ui::Ui;
 use crate::warehouse::{Partition, Warehouse};
 
-use fetch::{Browser, Fetched, Http};
+use fetch::{Browser, Fetched, Http, Validators};
+
+/// A 304 answer: the previous crawl's page, as it was, with the validators the server sent now.
+fn reused(f: Fetched, pg: &Page) -> Fetched {
+    Fetched {
+        status: Some(304),
+        content_type: pg.content_type.clone(),
+        encoding: pg.encoding.clone(),
+        bytes: pg.bytes,
+        html: pg.html.clone(),
+        etag: f.etag.or_else(|| pg.etag.clone()),
+        last_modified: f.last_modified.or_else(|| pg.last_modified.clone()),
+        ..f
+    }
+}
 
 /// The backend a source will really use: `auto` is webdriver when a browser is reachable.
 pub fn resolve_backend(cfg: &Config, spec: &CrawlSource) -> String {
@@ -131,23 +145,40 @@ async fn crawl_async(
 
     let robots_client = Http::new(
         p,
-        &Scope { origin: origin.clone(), prefixes: vec!["/".into()], robots: doc2ci_crawl::Robots::allow_all() },
+        &Scope {
+            origin: origin.clone(),
+            prefixes: vec!["/".into()],
+            exclude: vec![],
+            robots: doc2ci_crawl::Robots::allow_all(),
+        },
     )?;
     let robots = robots_client.robots(&origin).await;
-    let scope = Scope { origin: origin.clone(), prefixes: profile.allowed_prefixes.clone(), robots };
+    let scope = Scope {
+        origin: origin.clone(),
+        prefixes: profile.allowed_prefixes.clone(),
+        exclude: profile.exclude_paths.clone(),
+        robots,
+    };
     let http = Http::new(p, &scope)?;
 
-    // Pages of a previous crawl of a remote site, younger than max_age: not fetched again.
+    // The previous crawl of this partition: pages of a remote site younger than max_age are reused
+    // as they are; the others with validators are asked again conditionally (a 304 transfers nothing).
     let mut cache: HashMap<String, Page> = HashMap::new();
-    if !served && p.max_age_hours > 0.0 {
-        let now = chrono::Utc::now();
-        for pg in wh.read::<Page>(&node.part).unwrap_or_default() {
-            let fresh = chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ")
+    let mut previous: HashMap<String, Page> = HashMap::new();
+    let now = chrono::Utc::now();
+    for pg in wh.read::<Page>(&node.part).unwrap_or_default() {
+        if pg.error.is_some() {
+            continue;
+        }
+        let fresh = !served
+            && p.max_age_hours > 0.0
+            && chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ")
                 .map(|t| (now.naive_utc() - t).num_seconds() as f64 / 3600.0 < p.max_age_hours)
                 .unwrap_or(false);
-            if fresh && pg.error.is_none() {
-                cache.insert(pg.requested_url.clone(), pg);
-            }
+        if fresh {
+            cache.insert(pg.requested_url.clone(), pg);
+        } else if pg.html.is_some() && (pg.etag.is_some() || pg.last_modified.is_some()) {
+            previous.insert(pg.requested_url.clone(), pg);
         }
     }
 
@@ -170,6 +201,27 @@ async fn crawl_async(
             queue.push_back((u, 0));
         }
     }
+    if profile.sitemap {
+        // A sitemap lists the site's own URLs; a mirror or local copy serves them under its origin.
+        let url = resolve("/sitemap.xml")?;
+        let locs = robots_client.text(&url).await.map(|x| doc2ci_crawl::sitemap_locs(&x)).unwrap_or_default();
+        let mut added = 0usize;
+        for loc in locs {
+            let Ok(mut u) = Url::parse(&loc).or_else(|_| resolve(&loc)) else { continue };
+            if u.origin() != origin.origin() {
+                let mut r = origin.clone();
+                r.set_path(u.path());
+                r.set_query(u.query());
+                u = r;
+            }
+            let u = normalize(&u, profile.keep_query);
+            if in_scope(&u, &scope).is_none() && seen.insert(shown(&u, served)) {
+                queue.push_back((u, 0));
+                added += 1;
+            }
+        }
+        ui.info(&format!("{}: {added} start URLs from {url}", node.label()));
+    }
     let mut done: HashSet<String> = HashSet::new();
     for pg in &pages {
         done.insert(pg.requested_url.clone());
@@ -187,14 +239,28 @@ async fn crawl_async(
 
     let mut browser = None;
     if backend == "webdriver" {
+        // A crawl killed earlier may have left its browser behind: this run holds the lock, so it is not in use.
+        let reaped = fetch::reap_orphans(&wh.meta().join("browser"));
+        if reaped > 0 {
+            ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", node.label()));
+        }
         let scratch = wh.meta().join("browser").join(crate::warehouse::unique());
         browser = Some(Browser::start(p, scratch).await?);
     }
     let concurrency = if browser.is_some() { 1 } else { p.concurrency };
-    let mut rate = RateLimit {
-        interval: (p.rate_limit > 0.0).then(|| Duration::from_secs_f64(1.0 / p.rate_limit)),
-        next: Instant::now(),
+    // A remote site is asked at most `remote_rate_limit` times a second, and no faster than its
+    // robots.txt Crawl-delay; a folder doc2ci serves itself only by `rate_limit`.
+    let per_sec = match (served, p.rate_limit > 0.0) {
+        (true, _) => p.rate_limit,
+        (false, true) => p.rate_limit.min(p.remote_rate_limit),
+        (false, false) => p.remote_rate_limit,
     };
+    let mut interval = (per_sec > 0.0).then(|| Duration::from_secs_f64(1.0 / per_sec));
+    if let Some(d) = scope.robots.crawl_delay.filter(|d| *d > 0.0) {
+        interval = Some(interval.unwrap_or_default().max(Duration::from_secs_f64(d)));
+    }
+    let mut rate = RateLimit { interval, next: Instant::now() };
+    let (mut not_modified, mut transferred) = (0usize, 0u64);
     let mut inflight: VecDeque<(Url, u32, Job)> = VecDeque::new();
     let (mut too_deep, mut from_cache) = (0usize, 0usize);
     let t0 = Instant::now();
@@ -232,26 +298,62 @@ async fn crawl_async(
                         html: c.html.clone(),
                         error: None,
                         ms: 0,
+                        etag: c.etag.clone(),
+                        last_modified: c.last_modified.clone(),
+                        not_modified: false,
+                        transferred: 0,
                     };
                     inflight.push_back((u, depth, Job::Ready(f)));
                     continue;
                 }
                 rate.wait().await;
-                let job = match &mut browser {
-                    Some(b) => Job::Ready(b.fetch(&u).await),
-                    None => {
+                let prev = previous.get(&key);
+                let job = match (&mut browser, prev) {
+                    // Asked conditionally through plain HTTP whichever the backend: unchanged pages
+                    // keep the previous crawl's HTML without a browser load.
+                    (b, Some(pg)) => {
+                        let v = Validators { etag: pg.etag.clone(), last_modified: pg.last_modified.clone() };
+                        let f = http.fetch(&u, Some(&v)).await;
+                        match b {
+                            _ if f.not_modified => Job::Ready(reused(f, pg)),
+                            Some(b) => Job::Ready(b.fetch(&u).await),
+                            None => Job::Ready(f),
+                        }
+                    }
+                    (Some(b), None) => {
+                        let mut f = b.fetch(&u).await;
+                        if !served && f.html.is_some() {
+                            // One more request to the site: paced like the others.
+                            rate.wait().await;
+                            let v = http.validators(&u).await;
+                            (f.etag, f.last_modified) = (v.etag, v.last_modified);
+                        }
+                        Job::Ready(f)
+                    }
+                    (None, None) => {
                         let (h, u2) = (http.clone(), u.clone());
-                        Job::Task(tokio::spawn(async move { h.fetch(&u2).await }))
+                        Job::Task(tokio::spawn(async move { h.fetch(&u2, None).await }))
                     }
                 };
                 inflight.push_back((u, depth, job));
                 continue;
             }
             let Some((u, depth, job)) = inflight.pop_front() else { break };
-            let f = match job {
+            let mut f = match job {
                 Job::Ready(f) => f,
                 Job::Task(h) => h.await.map_err(|e| anyhow!("fetch task of {u} failed: {e}"))?,
             };
+            // Where the page really ended (a browser follows redirects, meta refreshes and script
+            // navigation itself): outside the scope, nothing of it is stored or extracted.
+            let landed = normalize(&f.final_url, profile.keep_query);
+            let off_site = landed.origin() != origin.origin();
+            if let Some(why) = in_scope(&landed, &scope) {
+                f.error = Some(format!(
+                    "ended at {}, outside the crawl's scope ({why}): a redirect, meta refresh or script navigation left it",
+                    doc2ci_llm::redact_url(landed.as_str())
+                ));
+                f.html = None;
+            }
             let mut links = Vec::new();
             if let Some(html) = &f.html {
                 for l in doc2ci_crawl::links(html, &f.final_url) {
@@ -267,7 +369,25 @@ async fn crawl_async(
                     }
                 }
             }
-            let final_shown = shown(&normalize(&f.final_url, profile.keep_query), served);
+            // A page that ended on another origin is recorded by its full URL, never as a local path.
+            let final_shown =
+                if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { shown(&landed, served) };
+            // The operator's name for this page: its other spellings are never queued again, and
+            // extraction reads one page per canonical URL.
+            let mut canonical = None;
+            if p.canonical {
+                if let Some(c) = f.html.as_deref().and_then(|h| doc2ci_crawl::canonical(h, &f.final_url)) {
+                    let c = normalize(&c, profile.keep_query);
+                    let cs = shown(&c, served);
+                    if in_scope(&c, &scope).is_none() && cs != final_shown {
+                        seen.insert(cs.clone());
+                        queue.retain(|(q, _)| shown(q, served) != cs);
+                        canonical = Some(cs);
+                    }
+                }
+            }
+            not_modified += f.not_modified as usize;
+            transferred += f.transferred;
             // The browser may end elsewhere (meta refresh): never fetch that URL again either.
             seen.insert(final_shown.clone());
             queue.retain(|(q, _)| shown(q, served) != final_shown);
@@ -288,6 +408,11 @@ async fn crawl_async(
                 error: f.error,
                 fetched_at: crate::warehouse::now(),
                 fetch_ms: f.ms,
+                etag: f.etag,
+                last_modified: f.last_modified,
+                canonical,
+                not_modified: f.not_modified,
+                transferred: f.transferred,
             };
             if let Some(e) = &page.error {
                 ui.info(&format!("{}: {}: {e}", node.label(), page.requested_url));
@@ -311,6 +436,10 @@ async fn crawl_async(
     if from_cache > 0 {
         note.push_str(&format!(", {from_cache} from the page cache"));
     }
+    if not_modified > 0 {
+        note.push_str(&format!(", {not_modified} unchanged (304)"));
+    }
+    note.push_str(&format!(", {transferred} bytes transferred"));
     if !queue.is_empty() {
         note.push_str(&format!("; stopped at max_pages = {} with {} URLs not fetched", p.max_pages, queue.len()));
     }
@@ -325,6 +454,41 @@ async fn crawl_async(
     Ok((pages, note))
 }
 
+/// Every code block of the pages (once per canonical page, as [`extract`] reads them) and what
+/// became of it: the data of the crawl summary.
+pub fn code_blocks(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<doc2ci_rows::CodeBlock>> {
+    let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
+    let compiled = spec.profile.compile().map_err(|e| anyhow!("profile `{}`: {e}", spec.profile_name))?;
+    let mut pages: Vec<Page> = wh.read(pages_part)?;
+    pages.sort_by_key(|p| p.seq);
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for pg in &pages {
+        let Some(html) = &pg.html else { continue };
+        if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
+            continue;
+        }
+        let e = doc2ci_crawl::extract(html, &compiled);
+        let block = |title: String, kind: &str, detail: String, first_line: String| doc2ci_rows::CodeBlock {
+            service: src.service.clone(),
+            source: src.name.clone(),
+            url: pg.url.clone(),
+            title,
+            kind: kind.into(),
+            detail,
+            first_line,
+        };
+        for x in e.pairs {
+            let first = x.reference.lines().next().unwrap_or_default().to_string();
+            out.push(block(x.title, "pair", String::new(), first));
+        }
+        for s in e.skipped {
+            out.push(block(s.title, &s.reason, s.detail, s.first_line));
+        }
+    }
+    Ok(out)
+}
+
 /// Cached pages → raw pairs, numbered in fetch order; a page reached twice (a redirect to a
 /// page already fetched) is extracted once.
 pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(Vec<RawPair>, String)> {
@@ -337,7 +501,7 @@ pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(
     let (mut skipped, mut no_root, mut n_pages) = (HashMap::<String, usize>::new(), 0usize, 0usize);
     for pg in &pages {
         let Some(html) = &pg.html else { continue };
-        if !seen.insert(pg.url.clone()) {
+        if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
             continue;
         }
         n_pages += 1;

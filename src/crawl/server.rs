@@ -79,11 +79,17 @@ fn handle(conn: TcpStream, root: &Path, log: Option<&Mutex<std::fs::File>>) -> R
             return Ok(());
         }
         let line = line.trim_end().to_string();
-        // Headers: read and ignore (no request bodies are expected).
+        // Headers: only If-None-Match matters (no request bodies are expected).
+        let mut if_none_match = None;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
                 break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.trim().eq_ignore_ascii_case("if-none-match") {
+                    if_none_match = Some(v.trim().to_string());
+                }
             }
         }
         let mut parts = line.split_whitespace();
@@ -116,7 +122,7 @@ fn handle(conn: TcpStream, root: &Path, log: Option<&Mutex<std::fs::File>>) -> R
                 never_loads(&mut w);
                 return Ok(());
             }
-            _ => file(&mut w, root, path, head)?,
+            _ => file(&mut w, root, path, head, if_none_match.as_deref())?,
         }
         w.flush()?;
     }
@@ -172,7 +178,9 @@ fn never_loads(w: &mut TcpStream) {
     }
 }
 
-fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool) -> Result<()> {
+/// A file, with a strong ETag of its content: a re-crawl that sends it back is answered
+/// 304 Not Modified without a body while the file is unchanged.
+fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool, if_none_match: Option<&str>) -> Result<()> {
     let Some(p) = resolve(root, path) else {
         return respond(
             w,
@@ -192,7 +200,12 @@ fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool) -> Result<()> {
         Some("json") => "application/json",
         _ => "application/octet-stream",
     };
-    respond(w, "200 OK", ctype, &body, "", head)
+    let etag = format!("\"{}\"", &blake3::hash(&body).to_hex()[..16]);
+    if if_none_match.is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*")) {
+        write!(w, "HTTP/1.1 304 Not Modified\r\nETag: {etag}\r\nContent-Length: 0\r\n\r\n")?;
+        return Ok(());
+    }
+    respond(w, "200 OK", ctype, &body, &format!("ETag: {etag}\r\n"), head)
 }
 
 /// URL path → a file under root; `..`, hidden files and folders without an index are refused.

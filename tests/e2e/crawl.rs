@@ -138,6 +138,8 @@ impl Served {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
+            // Page fetches only: a HEAD asks for validators (for a later conditional re-crawl).
+            .filter(|l| l.starts_with("GET "))
             .map(|l| l.split(' ').nth(1).unwrap_or("").to_string())
             .collect()
     }
@@ -154,7 +156,7 @@ impl Drop for Served {
 fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     let dir = tempfile::tempdir().unwrap();
     let site = format!("serve = \"{}\"", docsite().display());
-    let cfg = config(dir.path(), SERVICES, &site, "http", "rate_limit = 0\ntimeout_secs = 5\n");
+    let cfg = config(dir.path(), SERVICES, &site, "http", "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 5\n");
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     assert_same(&crawled_pairs(&wh), &golden_all("http"), "http");
@@ -197,7 +199,7 @@ fn webdriver_backend_extracts_the_golden_pairs_including_javascript_examples() {
     assert!(has_browser(), "chromium and chromedriver are required (scripts/deps.sh installs them)");
     let dir = tempfile::tempdir().unwrap();
     let site = format!("serve = \"{}\"", docsite().display());
-    let cfg = config(dir.path(), SERVICES, &site, "webdriver", "rate_limit = 0\ntimeout_secs = 10\n");
+    let cfg = config(dir.path(), SERVICES, &site, "webdriver", "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\n");
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     let got = crawled_pairs(&wh);
@@ -310,7 +312,7 @@ fn http_backend_handles_every_trap() {
         &served.origin,
         "http",
         false,
-        "rate_limit = 0\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
+        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
     );
     let t0 = Instant::now();
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
@@ -332,7 +334,7 @@ fn webdriver_backend_handles_every_trap() {
         &served.origin,
         "webdriver",
         false,
-        "rate_limit = 0\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
+        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
     );
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
@@ -359,7 +361,7 @@ fn webdriver_link_loop_with_query_strings_stops_at_max_pages() {
         &served.origin,
         "webdriver",
         true,
-        "rate_limit = 0\ntimeout_secs = 10\nretries = 0\nmax_pages = 16\n",
+        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\nretries = 0\nmax_pages = 16\n",
     );
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(out.contains("stopped at max_pages = 16"), "{out}");

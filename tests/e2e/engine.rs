@@ -245,6 +245,20 @@ fn bad_input_gets_a_clear_error_and_keeps_finished_work() {
             && out.contains("bad2.csv:4:"),
         "{out}"
     );
+
+    // A missing required column is the file's error, named with the file, even with skip_bad_rows.
+    let nocol = d.join("nocol.csv");
+    std::fs::write(&nocol, "ID,Time\n1,1.0\n2,1.0\n").unwrap();
+    let extra = format!(
+        "\n[[models]]\nname = \"nocol\"\nbackend = \"import\"\npath = \"{}\"\nskip_bad_rows = true\n",
+        nocol.display()
+    );
+    let cfg = write_config(d, &["gpt-4o"], &extra);
+    let e = run_err(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        e.contains("nocol.csv") && e.contains("missing column `LLM_YML_Output`") && e.contains("file-level"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -306,4 +320,62 @@ fn generic_jsonl_and_parquet_sources_with_a_column_map() {
     assert_eq!(db["pairs_raw"]["rows"], 1450);
     assert_eq!(db["pairs"]["rows"], 725);
     assert_eq!(db["pairs"]["copies"], 1450);
+}
+
+/// Issue 11: the benchmark as a release. Export the deduplicated real pairs, import the folder in
+/// a fresh study: the same pair_ids; the datasheet and checksums are there, a changed file is refused.
+#[test]
+fn benchmark_release_round_trip_keeps_pair_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = write_config(d, &[], "");
+    let c = cfg.to_str().unwrap();
+    run_ok(&["run", "--config", c]);
+    let rel = d.join("release");
+    let out = run_ok(&["export", "benchmark", "--config", c, "--out", rel.to_str().unwrap()]);
+    assert!(out.contains(&format!("{KEPT} pairs")), "{out}");
+    for f in ["pairs.parquet", "pairs.jsonl", "datasheet.json", "datasheet.md", "SHA256SUMS"] {
+        assert!(rel.join(f).exists(), "{f} missing");
+    }
+    let sheet: serde_json::Value = serde_json::from_slice(&std::fs::read(rel.join("datasheet.json")).unwrap()).unwrap();
+    assert_eq!(sheet["services"][0]["pairs"], KEPT);
+    assert_eq!(sheet["services"][0]["raw_pairs"], 1318);
+    assert!(sheet["sources"][0]["sha256"].as_str().is_some_and(|h| h.len() == 64), "{sheet}");
+
+    let second = d.join("second");
+    std::fs::create_dir_all(&second).unwrap();
+    let cfg2 = second.join("pipeline.toml");
+    std::fs::write(
+        &cfg2,
+        format!(
+            "[study]\nwarehouse = \"wh\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\
+             [[sources]]\nname = \"release\"\nkind = \"import\"\nformat = \"benchmark\"\npath = \"{}\"\nservice = \"github-actions\"\n\
+             [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+            rel.display()
+        ),
+    )
+    .unwrap();
+    run_ok(&["run", "--config", cfg2.to_str().unwrap()]);
+    let ids = |wh: &std::path::Path| -> Vec<String> {
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import duckdb,sys,json; print(json.dumps([r[0] for r in duckdb.connect().execute(\"SELECT pair_id FROM read_parquet('\" + sys.argv[1] + \"/pairs/**/*.parquet') ORDER BY pair_id\").fetchall()]))",
+                wh.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (a, b) = (ids(&d.join("wh")), ids(&second.join("wh")));
+    assert_eq!(a.len() as u64, KEPT);
+    assert_eq!(a, b, "the release reproduces the same pair_ids");
+
+    // A release that changed after it was written is refused, naming the file.
+    let mut text = std::fs::read_to_string(rel.join("pairs.jsonl")).unwrap();
+    text.push_str("{}\n");
+    std::fs::write(rel.join("pairs.jsonl"), text).unwrap();
+    let e = run_err(&["run", "--config", cfg2.to_str().unwrap()]);
+    assert!(e.contains("checksum mismatch") && e.contains("pairs.jsonl"), "{e}");
 }

@@ -369,21 +369,35 @@ struct LlamaServer(std::process::Child);
 
 impl LlamaServer {
     fn start() -> (LlamaServer, String) {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+
         let assets = std::env::var_os("DOC2CI_ASSETS")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
         let child = std::process::Command::new("python3")
-            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", &port.to_string(), "--model"])
+            // Port 0: the OS picks it at bind time; uvicorn's start line says which.
+            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", "0", "--model"])
             .arg(&gguf)
             .args(["--model_alias", "smollm2", "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("python3 -m llama_cpp.server (scripts/deps.sh installs llama-cpp-python[server])");
-        let s = LlamaServer(child);
+        let mut s = LlamaServer(child);
+        let port = {
+            let mut lines = BufReader::new(s.0.stderr.take().unwrap()).lines();
+            let mut port = None;
+            for line in lines.by_ref() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split("Uvicorn running on http://127.0.0.1:").nth(1) {
+                    port = rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|p| p.parse::<u16>().ok());
+                    break;
+                }
+            }
+            std::thread::spawn(move || lines.for_each(drop));
+            port.expect("llama_cpp.server exited before it listened")
+        };
         let t = Instant::now();
         loop {
             if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -432,4 +446,48 @@ fn openai_backend_against_a_real_llama_cpp_server() {
         assert!(r[3].as_u64().unwrap() <= 32);
         assert!(r[4].as_u64().unwrap() >= 1);
     }
+}
+
+/// Issue 12: a whole study with a recognisable fake key, in the environment variable the config
+/// names and pasted into the base URL (userinfo and query), leaves it nowhere: not in the
+/// warehouse (tables, checkpoints, state, report), not in what the run prints, not in error rows.
+#[test]
+fn a_fake_key_is_never_written_or_printed() {
+    const KEY: &str = "sk-doc2ci-FAKE-7f3a9c";
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let docs = small_docs(d, 6, None);
+    let (url, _server) = hostile_server();
+    let with_secrets = url.replacen("http://", &format!("http://user:{KEY}@"), 1) + &format!("?api-key={KEY}");
+    let models = format!(
+        "[[models]]\nname = \"keyed\"\nbackend = \"openai\"\nbase_urls = [\"{with_secrets}\", \"http://127.0.0.1:9/v1?key={KEY}\"]\n\
+         model = \"m\"\napi_key_env = \"DOC2CI_E2E_FAKE_KEY\"\nretries = 0\ntimeout_ms = 2000\n"
+    );
+    let cfg = study(d, &docs, &models, "[stages.repair]\nenabled = true\nrounds = 1\n");
+    let out = doc2ci(&["run", "--config", cfg.to_str().unwrap()]).env("DOC2CI_E2E_FAKE_KEY", KEY).output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!printed.contains(KEY), "the key was printed:\n{printed}");
+    // The run really asked (some requests reached the dead endpoint and failed, with the error stored).
+    let wh = d.join("wh");
+    let rows = duck(&wh, &format!("SELECT COUNT(*), COUNT(error) FROM {GENS}"));
+    assert!(rows[0][0].as_u64().unwrap() >= 6, "{rows:?}\n{printed}");
+    let mut hits = Vec::new();
+    fn walk(p: &Path, key: &[u8], hits: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, key, hits);
+            } else if std::fs::read(&p).is_ok_and(|b| b.windows(key.len()).any(|w| w == key)) {
+                hits.push(p);
+            }
+        }
+    }
+    walk(&wh, KEY.as_bytes(), &mut hits);
+    assert!(hits.is_empty(), "the key is stored in {hits:?}");
+    // Parquet pages may be compressed: read every text column back through DuckDB as well.
+    let found = duck(
+        &wh,
+        &format!("SELECT COUNT(*) FROM {GENS} WHERE contains(coalesce(error, '') || coalesce(raw_output, ''), '{KEY}')"),
+    );
+    assert_eq!(found[0][0], 0);
 }

@@ -45,10 +45,6 @@ fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn text_of(el: ElementRef) -> String {
-    el.text().collect()
-}
-
 /// Trailing spaces of each line and blank lines at both ends dropped; inner lines kept verbatim.
 fn normalize_reference(s: &str) -> String {
     let lines: Vec<&str> = s.split('\n').map(str::trim_end).collect();
@@ -110,9 +106,74 @@ struct Walker<'a> {
     out: Extraction,
 }
 
+/// Elements whose text is never part of an enclosing prose block: other blocks (walked on their own),
+/// lists and tables (their items and cells are blocks or chrome), code, and what is not text at all.
+fn block_level(name: &str) -> bool {
+    matches!(
+        name,
+        "pre" | "ul" | "ol" | "dl" | "table" | "script" | "style" | "template" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+    )
+}
+
 impl Walker<'_> {
+    /// Hidden (unless a tab panel the profile keeps: every panel is an example) or removed by the profile.
     fn removed(&self, el: ElementRef) -> bool {
-        is_hidden(el) || self.p.remove.as_ref().is_some_and(|s| s.matches(&el))
+        let hidden = is_hidden(el) && !self.p.keep.as_ref().is_some_and(|s| s.matches(&el));
+        hidden || self.p.remove.as_ref().is_some_and(|s| s.matches(&el))
+    }
+
+    fn is_code(&self, el: ElementRef) -> bool {
+        self.p.yaml.matches(&el) || self.p.code.as_ref().is_some_and(|c| c.matches(&el))
+    }
+
+    /// A block's own text (issue 11): its text nodes and those of inline descendants (inline code,
+    /// links, emphasis), but not nested prose blocks (they are blocks of their own), code blocks, lists,
+    /// tables, or removed elements. Taking the whole subtree put a step's YAML into its own description.
+    fn own_text(&self, el: ElementRef) -> String {
+        let mut s = String::new();
+        self.push_own_text(el, &mut s);
+        collapse(&s)
+    }
+
+    fn push_own_text(&self, el: ElementRef, out: &mut String) {
+        for child in el.children() {
+            if let Some(t) = child.value().as_text() {
+                out.push_str(t);
+                continue;
+            }
+            let Some(c) = ElementRef::wrap(child) else { continue };
+            let name = c.value().name();
+            if name == "br" {
+                out.push(' ');
+                continue;
+            }
+            if self.removed(c) || block_level(name) || self.is_code(c) || self.p.prose.matches(&c) {
+                // Keeps the words on either side of a skipped block apart.
+                out.push(' ');
+                continue;
+            }
+            self.push_own_text(c, out);
+        }
+    }
+
+    /// A code block's or heading's text: everything but removed descendants (callout markers in code,
+    /// badges in headings), verbatim.
+    fn block_text(&self, el: ElementRef) -> String {
+        let mut s = String::new();
+        self.push_block_text(el, &mut s);
+        s
+    }
+
+    fn push_block_text(&self, el: ElementRef, out: &mut String) {
+        for child in el.children() {
+            if let Some(t) = child.value().as_text() {
+                out.push_str(t);
+            } else if let Some(c) = ElementRef::wrap(child) {
+                if !self.removed(c) && !matches!(c.value().name(), "script" | "style" | "template") {
+                    self.push_block_text(c, out);
+                }
+            }
+        }
     }
 
     fn title(&self) -> String {
@@ -150,11 +211,11 @@ impl Walker<'_> {
                 while self.stack.last().is_some_and(|h| h.level >= level) {
                     self.stack.pop();
                 }
-                self.stack.push(Heading { level, text: collapse(&text_of(child)), prose: Vec::new() });
+                self.stack.push(Heading { level, text: collapse(&self.block_text(child)), prose: Vec::new() });
                 continue;
             }
             if self.p.yaml.matches(&child) {
-                let text = text_of(child);
+                let text = self.block_text(child);
                 let title = self.title();
                 match crate::yaml_collection(&text) {
                     Ok(true) => {
@@ -187,7 +248,7 @@ impl Walker<'_> {
                     let has_yaml =
                         child.descendants().skip(1).filter_map(ElementRef::wrap).any(|d| self.p.yaml.matches(&d));
                     if !has_yaml {
-                        let text = text_of(child);
+                        let text = self.block_text(child);
                         self.out.skipped.push(Skipped {
                             title: self.title(),
                             reason: "not yaml".into(),
@@ -198,8 +259,8 @@ impl Walker<'_> {
                     }
                 }
             }
-            if matches!(name, "p" | "li") {
-                let prose = collapse(&text_of(child));
+            if self.p.prose.matches(&child) {
+                let prose = self.own_text(child);
                 if !prose.is_empty() {
                     if let Some(h) = self.stack.last_mut() {
                         h.prose.push(prose);
@@ -214,7 +275,8 @@ impl Walker<'_> {
 /// The pairs and skipped code blocks of one page (issue 4 §3, `docsite/check.py`'s `extract`):
 /// hidden elements and the profile's removal selectors are dropped; the content root is walked
 /// in document order with a stack of open headings (a heading closes those of the same or a
-/// deeper level); `p` and `li` texts are prose of the innermost open heading; a YAML block's
+/// deeper level); each prose block (`p`, `li`, `dt`, `dd` by default) contributes its own text
+/// (see [`Walker::own_text`]) to the innermost open heading; a YAML block's
 /// title is the open headings joined by " - " and its description the prose of every open
 /// heading so far, each text once, joined by one space ("." when there is none).
 pub fn extract(html: &str, p: &Compiled) -> Extraction {
@@ -232,6 +294,32 @@ fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
     let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
     w.walk(root);
     w.out
+}
+
+/// The page's `<link rel="canonical">` resolved against `base`: the URL its operator calls this
+/// page, so variants of one page (`?platform=`, `/index.html`) collapse before they are fetched again.
+pub fn canonical(html: &str, base: &Url) -> Option<Url> {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse("link[rel][href]").expect("static selector");
+    doc.select(&sel)
+        .find(|l| l.value().attr("rel").is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("canonical"))))
+        .and_then(|l| base.join(l.value().attr("href")?.trim()).ok())
+}
+
+/// The `<loc>` URLs of a sitemap (or sitemap index), in document order.
+pub fn sitemap_locs(xml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(a) = rest.find("<loc>") {
+        rest = &rest[a + 5..];
+        let Some(b) = rest.find("</loc>") else { break };
+        let loc = rest[..b].trim().replace("&amp;", "&");
+        if !loc.is_empty() {
+            out.push(loc);
+        }
+        rest = &rest[b + 6..];
+    }
+    out
 }
 
 /// Every link of the page (the whole page: navigation and sidebars lead to more documentation)
@@ -274,11 +362,15 @@ mod tests {
             service: None,
             start_urls: vec!["/".into()],
             allowed_prefixes: vec!["/".into()],
+            exclude_paths: vec![],
             keep_query: false,
+            sitemap: false,
             content_root: "main".into(),
             remove: vec!["nav".into(), "table".into()],
             yaml_blocks: vec!["pre > code.language-yaml".into()],
             code_blocks: vec!["pre".into()],
+            prose_blocks: crate::default_prose_blocks(),
+            keep_hidden: vec![],
         }
         .compile()
         .unwrap()
@@ -314,12 +406,128 @@ mod tests {
         assert_eq!(e.skipped[1].detail, "shell");
     }
 
+    fn pairs(html: &str, p: &Compiled) -> Vec<(String, String, String)> {
+        extract(html, p).pairs.into_iter().map(|p| (p.title, p.description, p.reference)).collect()
+    }
+
+    fn own(title: &str, description: &str, reference: &str) -> (String, String, String) {
+        (title.into(), description.into(), reference.into())
+    }
+
+    /// Issue 11: a step's YAML must not land in its own description, nor nested `p` text twice.
+    #[test]
+    fn code_in_a_list_item_is_not_its_prose() {
+        let html = r#"<main><h1>Travis</h1><ol>
+            <li><p>Add the following to <code>.travis.yml</code>:</p>
+              <div class="highlight"><pre><code class="language-yaml">language: ruby
+rvm: 3.2</code></pre></div></li>
+            <li>Then push, see <a href="/x">the build</a>.<pre><code class="language-yaml">script: rake</code></pre>And wait.</li>
+          </ol></main>"#;
+        assert_eq!(
+            pairs(html, &profile()),
+            vec![
+                own("Travis", "Add the following to .travis.yml:", "language: ruby\nrvm: 3.2"),
+                own("Travis", "Add the following to .travis.yml: Then push, see the build. And wait.", "script: rake"),
+            ]
+        );
+    }
+
+    #[test]
+    fn nested_lists_are_separate_blocks() {
+        let html = r#"<main><h2>Jobs</h2><ul><li>Outer item
+              <ul><li>Inner <em>one</em></li><li><p>Inner two</p></li></ul>
+              outer tail</li></ul>
+            <pre><code class="language-yaml">jobs: {}</code></pre></main>"#;
+        assert_eq!(
+            pairs(html, &profile()),
+            vec![own("Jobs", "Outer item outer tail Inner one Inner two", "jobs: {}")]
+        );
+    }
+
+    #[test]
+    fn definition_lists_give_terms_and_definitions() {
+        let html = r#"<main><h2>Keys</h2><dl><dt><code>image</code></dt><dd>The Docker image.
+              <pre><code class="language-yaml">image: ruby:3</code></pre></dd>
+            <dt>services</dt><dd><p>Extra containers.</p></dd></dl>
+            <pre><code class="language-yaml">services: [postgres]</code></pre></main>"#;
+        assert_eq!(
+            pairs(html, &profile()),
+            vec![
+                own("Keys", "image The Docker image.", "image: ruby:3"),
+                own("Keys", "image The Docker image. services Extra containers.", "services: [postgres]"),
+            ]
+        );
+    }
+
+    /// Every tab panel is an example, although a browser shows one at a time.
+    #[test]
+    fn hidden_tab_panels_are_kept_when_the_profile_says_so() {
+        let html = r#"<main><h2>Cache</h2><div class="tabs">
+            <div role="tabpanel"><p>On Linux:</p><pre><code class="language-yaml">a: linux</code></pre></div>
+            <div role="tabpanel" hidden><p>On macOS:</p><pre><code class="language-yaml">a: mac</code></pre></div>
+            <div role="tabpanel" style="display: none"><pre><code class="language-yaml">a: win</code></pre></div>
+            </div><div hidden><pre><code class="language-yaml">cookie: 1</code></pre></div></main>"#;
+        let plain: Vec<String> = pairs(html, &profile()).into_iter().map(|p| p.2).collect();
+        assert_eq!(plain, vec!["a: linux"]);
+        let mut tabs = profile().profile;
+        tabs.keep_hidden = vec!["[role=tabpanel]".into()];
+        let got: Vec<String> = pairs(html, &tabs.compile().unwrap()).into_iter().map(|p| p.2).collect();
+        assert_eq!(got, vec!["a: linux", "a: mac", "a: win"]);
+    }
+
+    /// Asciidoctor admonitions put a one-paragraph note straight into a table cell; callout markers
+    /// sit inside the code and must not reach the reference.
+    #[test]
+    fn admonitions_and_callouts() {
+        let mut p = profile().profile;
+        p.remove = vec![".conum".into(), ".conum + b".into(), "td.icon".into()];
+        p.prose_blocks.push(".admonitionblock td.content".into());
+        p.prose_blocks.push(".colist td".into());
+        let html = r#"<main><h2>Orbs</h2>
+            <div class="admonitionblock note"><table><tr><td class="icon"><div class="title">Note</div></td>
+              <td class="content">Orbs need a <code>version: 2.1</code> config.</td></tr></table></div>
+            <div class="admonitionblock tip"><table><tr><td class="icon">Tip</td>
+              <td class="content"><div class="paragraph"><p>Pin the orb.</p></div></td></tr></table></div>
+            <div class="listingblock"><pre><code class="language-yaml">version: 2.1 <i class="conum" data-value="1"></i><b>(1)</b>
+orbs:
+  node: circleci/node@5 <i class="conum" data-value="2"></i><b>(2)</b></code></pre></div>
+            <div class="colist arabic"><table><tr><td><i class="conum" data-value="1"></i><b>1</b></td><td>The version.</td></tr></table></div>
+            <pre><code class="language-yaml">b: 2</code></pre></main>"#;
+        assert_eq!(
+            pairs(html, &p.compile().unwrap()),
+            vec![
+                own("Orbs", "Orbs need a version: 2.1 config. Pin the orb.", "version: 2.1\norbs:\n  node: circleci/node@5"),
+                own("Orbs", "Orbs need a version: 2.1 config. Pin the orb. The version.", "b: 2"),
+            ]
+        );
+    }
+
+    /// Callouts in the GitHub docs' sense: alert boxes whose paragraphs are prose like any other.
+    #[test]
+    fn alerts_are_prose_once() {
+        let html = r#"<main><h2>Secrets</h2><div class="ghd-alert" data-container="alert"><p><span>Note</span></p>
+            <p>Secrets are not passed to forks.</p></div>
+            <ul><li><p>Step one.</p><p>Step one.</p></li></ul>
+            <pre><code class="language-yaml">env: {}</code></pre></main>"#;
+        assert_eq!(pairs(html, &profile()), vec![own("Secrets", "Note Secrets are not passed to forks. Step one.", "env: {}")]);
+    }
+
     #[test]
     fn no_prose_gives_a_dot_and_missing_root_is_an_error() {
         let e = extract("<main><h1>T</h1><pre><code class=\"language-yaml\">a: 1</code></pre></main>", &profile());
         assert_eq!(e.pairs[0].description, ".");
         let e = extract("<div>nothing</div>", &profile());
         assert!(e.error.unwrap().contains("content root `main`"));
+    }
+
+    #[test]
+    fn canonical_and_sitemap() {
+        let base = Url::parse("http://h.test/docs/a/?platform=mac").unwrap();
+        let html = r#"<head><link rel="alternate" href="/ja/a/"><link rel="Canonical" href="/docs/a/"></head>"#;
+        assert_eq!(canonical(html, &base).unwrap().as_str(), "http://h.test/docs/a/");
+        assert_eq!(canonical("<p>none</p>", &base), None);
+        let xml = "<?xml version=\"1.0\"?><urlset><url><loc> https://h.test/a/ </loc></url><url><loc>https://h.test/b?x=1&amp;y=2</loc></url></urlset>";
+        assert_eq!(sitemap_locs(xml), ["https://h.test/a/", "https://h.test/b?x=1&y=2"]);
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! function of its arguments, so the golden test can run it over the bundled site's files.
 //! `docsite/check.py` is the Python reference of [`extract`]; the two must agree pair for pair.
 
+mod builtin;
 mod extract;
 mod robots;
 mod urls;
 
-pub use extract::{extract, links, Extracted, Extraction, Skipped};
+pub use builtin::{builtin, with_overrides, BUILTIN};
+pub use extract::{canonical, extract, links, sitemap_locs, Extracted, Extraction, Skipped};
 pub use robots::Robots;
 pub use urls::{decode_page, in_scope, normalize, Scope};
 
@@ -29,9 +31,16 @@ pub struct Profile {
     pub start_urls: Vec<String>,
     /// URL path prefixes the crawl may follow; everything else is never requested.
     pub allowed_prefixes: Vec<String>,
+    /// Paths containing any of these are never requested, even under an allowed prefix (another
+    /// version's archive, a Markdown twin of each page, an admin section).
+    #[serde(default)]
+    pub exclude_paths: Vec<String>,
     /// Keep query strings when normalising URLs (dropped by default: `?ref=sidebar` is one page).
     #[serde(default)]
     pub keep_query: bool,
+    /// Also start from the URLs of the site's `/sitemap.xml` that are in scope.
+    #[serde(default)]
+    pub sitemap: bool,
     /// The element holding the documentation text (its first match).
     pub content_root: String,
     /// Removed before extraction, matched against the whole document.
@@ -42,6 +51,18 @@ pub struct Profile {
     /// Code nodes without a YAML block inside: skipped and counted.
     #[serde(default)]
     pub code_blocks: Vec<String>,
+    /// Prose blocks: each contributes its own text to the description (nested blocks, code, lists
+    /// and tables excluded). Admonitions whose text sits in a table cell need their cell here.
+    #[serde(default = "default_prose_blocks")]
+    pub prose_blocks: Vec<String>,
+    /// Kept even when hidden (`hidden`, `display:none`): tab panels and platform switchers, whose
+    /// every panel is an example although a browser shows one at a time.
+    #[serde(default)]
+    pub keep_hidden: Vec<String>,
+}
+
+pub fn default_prose_blocks() -> Vec<String> {
+    ["p", "li", "dt", "dd"].map(String::from).to_vec()
 }
 
 /// A profile with its selectors parsed.
@@ -51,6 +72,8 @@ pub struct Compiled {
     pub(crate) remove: Option<Selector>,
     pub(crate) yaml: Selector,
     pub(crate) code: Option<Selector>,
+    pub(crate) prose: Selector,
+    pub(crate) keep: Option<Selector>,
 }
 
 impl Profile {
@@ -80,6 +103,8 @@ impl Profile {
             remove: sel("remove", &self.remove)?,
             yaml: sel("yaml_blocks", &self.yaml_blocks)?.expect("checked non-empty"),
             code: sel("code_blocks", &self.code_blocks)?,
+            prose: sel("prose_blocks", &self.prose_blocks)?.ok_or("`prose_blocks`: at least one selector is needed")?,
+            keep: sel("keep_hidden", &self.keep_hidden)?,
         })
     }
 }

@@ -5,6 +5,9 @@
 pub struct Robots {
     /// (allow, pattern) of the group that applies to us.
     rules: Vec<(bool, String)>,
+    /// The group's `Crawl-delay` in seconds (not in RFC 9309, but what operators write to be asked
+    /// less often; a polite crawler honours it).
+    pub crawl_delay: Option<f64>,
 }
 
 pub const USER_AGENT: &str = "doc2ci";
@@ -17,7 +20,7 @@ impl Robots {
 
     pub fn parse(text: &str) -> Robots {
         // Groups: consecutive user-agent lines, then rules.
-        let mut groups: Vec<(Vec<String>, Vec<(bool, String)>)> = Vec::new();
+        let mut groups: Vec<(Vec<String>, Vec<(bool, String)>, Option<f64>)> = Vec::new();
         let mut in_agents = false;
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();
@@ -26,7 +29,7 @@ impl Robots {
             match k.as_str() {
                 "user-agent" => {
                     if !in_agents {
-                        groups.push((Vec::new(), Vec::new()));
+                        groups.push((Vec::new(), Vec::new(), None));
                         in_agents = true;
                     }
                     groups.last_mut().unwrap().0.push(v.to_ascii_lowercase());
@@ -39,12 +42,22 @@ impl Robots {
                         }
                     }
                 }
+                "crawl-delay" => {
+                    in_agents = false;
+                    if let (Some(g), Ok(d)) = (groups.last_mut(), v.parse::<f64>()) {
+                        if d.is_finite() && d >= 0.0 {
+                            // Bounded: a robots.txt asking for an hour between pages would stall a crawl.
+                            g.2 = Some(d.min(60.0));
+                        }
+                    }
+                }
                 _ => {}
             }
         }
         let ours = groups.iter().find(|g| g.0.iter().any(|a| a != "*" && USER_AGENT.starts_with(a.as_str())));
         let any = groups.iter().find(|g| g.0.iter().any(|a| a == "*"));
-        Robots { rules: ours.or(any).map(|g| g.1.clone()).unwrap_or_default() }
+        let g = ours.or(any);
+        Robots { rules: g.map(|g| g.1.clone()).unwrap_or_default(), crawl_delay: g.and_then(|g| g.2) }
     }
 
     pub fn allows(&self, path: &str) -> bool {
@@ -101,5 +114,9 @@ mod tests {
         let ours = Robots::parse("User-agent: *\nDisallow: /\n\nUser-agent: doc2ci\nDisallow: /x/\n");
         assert!(ours.allows("/y") && !ours.allows("/x/1"));
         assert!(Robots::parse("").allows("/anything"));
+        let d = Robots::parse("User-agent: *\nCrawl-delay: 2.5\nDisallow: /p/\n\nUser-agent: doc2ci\nCrawl-delay: 4\n");
+        assert_eq!(d.crawl_delay, Some(4.0));
+        assert_eq!(Robots::parse("User-agent: *\nCrawl-delay: 7200\n").crawl_delay, Some(60.0));
+        assert_eq!(Robots::parse("User-agent: *\nDisallow: /x\n").crawl_delay, None);
     }
 }

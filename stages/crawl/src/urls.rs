@@ -19,6 +19,8 @@ pub fn normalize(u: &Url, keep_query: bool) -> Url {
 pub struct Scope {
     pub origin: Url,
     pub prefixes: Vec<String>,
+    /// Paths containing any of these are out of scope even under an allowed prefix.
+    pub exclude: Vec<String>,
     pub robots: Robots,
 }
 
@@ -36,6 +38,9 @@ pub fn in_scope(u: &Url, scope: &Scope) -> Option<&'static str> {
     let path = u.path();
     if !scope.prefixes.iter().any(|p| path.starts_with(p.as_str())) {
         return Some("outside the allowed prefixes");
+    }
+    if scope.exclude.iter().any(|x| path.contains(x.as_str())) {
+        return Some("excluded by the profile");
     }
     if !scope.robots.allows(path) {
         return Some("disallowed by robots.txt");
@@ -78,6 +83,7 @@ mod tests {
         assert_eq!(normalize(&u, false).as_str(), "http://h.test:8000/gha/caching.html");
         assert_eq!(normalize(&u, true).as_str(), "http://h.test:8000/gha/caching.html?ref=sidebar");
         let scope = Scope {
+            exclude: vec![],
             origin: Url::parse("http://h.test:8000/").unwrap(),
             prefixes: vec!["/gha/".into()],
             robots: Robots::parse("User-agent: *\nDisallow: /gha/drafts/\n"),

@@ -54,9 +54,36 @@ pub fn dedupe(raw: &[RawPair], mode: Mode) -> Vec<Pair> {
             source_id: r.source_id.clone(),
             source_ids: vec![r.source_id.clone()],
             position: r.position,
+            leak: leak(&r.description, &r.reference).map(str::to_string),
         });
     }
     out
+}
+
+/// Lines shorter than this (`jobs:`, `- run: make`) are common words of prose, not a give-away.
+const SUBSTANTIVE_LINE: usize = 12;
+
+/// Does the description contain its own reference? `reference`: the whole reference (whitespace
+/// collapsed) appears in it; `lines`: more than half of the reference's substantive lines (at least
+/// two) appear in it. Either way a model asked for the configuration would be handed the answer,
+/// which inflates every similarity score (issue 11: about 7% of pairs crawled from real documentation
+/// before the extractor kept code out of prose).
+pub fn leak(description: &str, reference: &str) -> Option<&'static str> {
+    let d = doc2ci_rows::collapse_ws(description);
+    let r = doc2ci_rows::collapse_ws(reference);
+    if r.is_empty() {
+        return None;
+    }
+    if d.contains(&r) {
+        return Some("reference");
+    }
+    let lines: Vec<String> = reference
+        .lines()
+        .map(|l| doc2ci_rows::collapse_ws(l.trim().trim_start_matches("- ")))
+        .filter(|l| l.chars().count() >= SUBSTANTIVE_LINE)
+        .collect();
+    let found = lines.iter().filter(|l| d.contains(l.as_str())).count();
+    (lines.len() >= 2 && found * 2 > lines.len()).then_some("lines")
 }
 
 fn exact_key(r: &RawPair) -> String {
@@ -96,6 +123,23 @@ mod tests {
         assert_eq!(p[0].urls, vec!["a", "b", "d"]);
         assert_eq!(p[0].source_ids, vec!["1", "2", "4"]);
         assert_eq!(p[1].n_copies, 1);
+    }
+
+    #[test]
+    fn descriptions_that_contain_their_reference_are_flagged() {
+        assert_eq!(leak("Add this: language: ruby rvm: 3.2 to the file.", "language: ruby\nrvm: 3.2\n"), Some("reference"));
+        let reference = "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: npm test --coverage";
+        let most = "Use runs-on: ubuntu-latest and uses: actions/checkout@v4 then run: npm test --coverage.";
+        assert_eq!(leak(most, reference), Some("lines"));
+        // One substantive line of three is prose quoting a key, not the answer.
+        assert_eq!(leak("Set runs-on: ubuntu-latest for Linux.", reference), None);
+        // Short lines alone never count: `jobs:` is a word of the prose.
+        assert_eq!(leak("The jobs: key holds build:", "jobs:\n  build: {}"), None);
+        assert_eq!(leak("Anything.", ""), None);
+        let rows = vec![raw("1", "T", "Write on: push here.", "on: push", "a", 0), raw("2", "T", "D", "on: push", "b", 1)];
+        let p = dedupe(&rows, Mode::Normalized);
+        assert_eq!(p[0].leak.as_deref(), Some("reference"));
+        assert_eq!(p[1].leak, None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ fn pair(service: &str, title: &str, desc: &str, reference: &str, pos: u64) -> Pa
         source_id: pos.to_string(),
         source_ids: vec![pos.to_string()],
         position: pos,
+        leak: None,
     }
 }
 

@@ -14,6 +14,15 @@ use doc2ci_rows::{Generation, Pair, RawPair};
 pub struct ImportError {
     pub line: u64,
     pub message: String,
+    /// Set when the record lacks a whole column (not just a value): every record of a file with
+    /// a header or schema lacks it too, so this is a file-level error, not a row to skip.
+    pub missing_column: Option<String>,
+}
+
+impl ImportError {
+    fn at(line: u64, message: impl Into<String>) -> Self {
+        Self { line, message: message.into(), missing_column: None }
+    }
 }
 
 impl fmt::Display for ImportError {
@@ -70,6 +79,10 @@ impl ColumnMap {
         } else {
             Self(FIELDS.iter().map(|f| (f.to_string(), f.to_string())).collect())
         };
+        // A released benchmark (`doc2ci export benchmark`) identifies pairs by their pair_id.
+        if format == "benchmark" {
+            base.0.insert("id".into(), "pair_id".into());
+        }
         for (k, v) in overrides {
             if !FIELDS.contains(&k.as_str()) {
                 return Err(format!("unknown field `{k}` in `columns` (fields: {})", FIELDS.join(", ")));
@@ -89,14 +102,14 @@ pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Rec
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(reader);
     let headers = rdr
         .headers()
-        .map_err(|e| ImportError { line: 1, message: format!("cannot read CSV header: {e}") })?
+        .map_err(|e| ImportError::at(1, format!("cannot read CSV header: {e}")))?
         .iter()
         .map(|h| h.trim_start_matches('\u{feff}').to_string())
         .collect::<Vec<_>>();
     Ok(rdr.into_records().map(move |r| {
         let rec = r.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
-            ImportError { line, message: format!("malformed CSV: {}", csv_error_text(&e)) }
+            ImportError::at(line, format!("malformed CSV: {}", csv_error_text(&e)))
         })?;
         let line = rec.position().map_or(0, |p| p.line());
         let fields = headers.iter().cloned().zip(rec.iter().map(|v| Some(v.to_string()))).collect();
@@ -120,17 +133,17 @@ pub fn jsonl_records<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Recor
         let n = i as u64 + 1;
         let line = match line {
             Ok(l) => l,
-            Err(e) => return Some(Err(ImportError { line: n, message: format!("cannot read line: {e}") })),
+            Err(e) => return Some(Err(ImportError::at(n, format!("cannot read line: {e}")))),
         };
         if line.trim().is_empty() {
             return None;
         }
         let v: serde_json::Value = match serde_json::from_str(&line) {
             Ok(v) => v,
-            Err(e) => return Some(Err(ImportError { line: n, message: format!("invalid JSON: {e}") })),
+            Err(e) => return Some(Err(ImportError::at(n, format!("invalid JSON: {e}")))),
         };
         let serde_json::Value::Object(obj) = v else {
-            return Some(Err(ImportError { line: n, message: "expected a JSON object".into() }));
+            return Some(Err(ImportError::at(n, "expected a JSON object")));
         };
         let fields = obj
             .into_iter()
@@ -155,16 +168,21 @@ impl Record {
         match self.fields.get(map.col(field)) {
             Some(Some(v)) => Ok(v),
             Some(None) => Ok(""),
-            None => Err(ImportError {
-                line: self.line,
-                message: format!("missing column `{}` (for {field})", map.col(field)),
-            }),
+            None => {
+                let mut have: Vec<&str> = self.fields.keys().map(String::as_str).collect();
+                have.sort_unstable();
+                Err(ImportError {
+                    line: self.line,
+                    message: format!("missing column `{}` (for {field}); the columns are: {}", map.col(field), have.join(", ")),
+                    missing_column: Some(map.col(field).to_string()),
+                })
+            }
         }
     }
     fn id(&self, map: &ColumnMap) -> Result<String, ImportError> {
         let id = self.require(map, "id")?.trim();
         if id.is_empty() {
-            return Err(ImportError { line: self.line, message: format!("empty `{}`", map.col("id")) });
+            return Err(ImportError::at(self.line, format!("empty `{}`", map.col("id"))));
         }
         Ok(id.to_string())
     }
@@ -213,10 +231,7 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
     let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
         match rec.get(map, field).map(str::trim) {
             None | Some("") => Ok(None),
-            Some(v) => v.parse::<f64>().map(|x| Some(x * scale)).map_err(|_| ImportError {
-                line: rec.line,
-                message: format!("`{}` is not a number: {v:?}", map.col(field)),
-            }),
+            Some(v) => v.parse::<f64>().map(|x| Some(x * scale)).map_err(|_| ImportError::at(rec.line, format!("`{}` is not a number: {v:?}", map.col(field)))),
         }
     };
     let latency_ms = match number("latency_ms", 1.0)? {
@@ -267,16 +282,10 @@ impl<'a> Attacher<'a> {
     /// `Ok(None)` for the output of a dropped copy.
     pub fn attach(&mut self, out: OutputRecord) -> Result<Option<Generation>, ImportError> {
         let Some(&(pair, kept)) = self.by_id.get(out.id.as_str()) else {
-            return Err(ImportError {
-                line: out.line,
-                message: format!("ID {} matches no pair of the source", out.id),
-            });
+            return Err(ImportError::at(out.line, format!("ID {} matches no pair of the source", out.id)));
         };
         if let Some(first) = self.seen.insert(out.id.clone(), out.line) {
-            return Err(ImportError {
-                line: out.line,
-                message: format!("ID {} repeats the output at line {first}", out.id),
-            });
+            return Err(ImportError::at(out.line, format!("ID {} repeats the output at line {first}", out.id)));
         }
         if !kept {
             return Ok(None);
@@ -367,6 +376,7 @@ mod tests {
             source_id: "1".into(),
             source_ids: vec!["1".into(), "5".into()],
             position: 0,
+            leak: None,
         };
         let pairs = vec![pair];
         let mut a = Attacher::new(&pairs, "docs", "gha", "m");

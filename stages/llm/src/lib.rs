@@ -114,6 +114,8 @@ pub struct OpenAiConfig {
     pub model: String,
     /// Name of the environment variable holding the key (sent as `Authorization: Bearer`).
     pub api_key_env: Option<String>,
+    /// The key itself, for callers that hold it already (it wins over `api_key_env`); never logged.
+    pub api_key: Option<String>,
     pub limits: Limits,
 }
 
@@ -132,6 +134,7 @@ pub const MAX_BODY_BYTES: usize = 16 << 20;
 /// A pool over `base_urls` speaking OpenAI's chat-completions protocol.
 pub fn openai(cfg: OpenAiConfig) -> Result<Arc<dyn Backend>, LlmError> {
     let key = match &cfg.api_key_env {
+        _ if cfg.api_key.is_some() => cfg.api_key.clone(),
         None => None,
         Some(var) => match std::env::var(var) {
             Ok(k) if !k.trim().is_empty() => Some(k.trim().to_string()),
@@ -294,6 +297,8 @@ type Parsed = (String, Option<String>, Option<u32>, Option<u32>);
 struct Endpoint {
     /// The full URL requests go to.
     url: String,
+    /// The URL as logged and stored: credentials and query redacted ([`redact_url`]).
+    shown: String,
     sem: Semaphore,
     /// Requests waiting for or holding a permit: the load used to pick an endpoint.
     load: AtomicUsize,
@@ -334,12 +339,17 @@ impl Pool {
         for base in base_urls {
             let base = base.trim().trim_end_matches('/');
             let url = format!("{base}{path}");
-            let parsed = reqwest::Url::parse(&url)
-                .map_err(|e| LlmError::Other(format!("{kind} model={model}: bad base_url {base:?}: {e}")))?;
+            let parsed = reqwest::Url::parse(&url).map_err(|e| {
+                LlmError::Other(format!("{kind} model={model}: bad base_url {:?}: {e}", redact_url(base)))
+            })?;
             if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(LlmError::Other(format!("{kind} model={model}: base_url {base:?} is not http(s)")));
+                return Err(LlmError::Other(format!(
+                    "{kind} model={model}: base_url {:?} is not http(s)",
+                    redact_url(base)
+                )));
             }
             endpoints.push(Endpoint {
+                shown: redact_url(&url),
                 url,
                 sem: Semaphore::new(limits.concurrency),
                 load: AtomicUsize::new(0),
@@ -362,7 +372,7 @@ impl Pool {
     }
 
     fn urls(&self) -> String {
-        self.endpoints.iter().map(|e| e.url.as_str()).collect::<Vec<_>>().join(",")
+        self.endpoints.iter().map(|e| e.shown.as_str()).collect::<Vec<_>>().join(",")
     }
 
     /// Least-loaded endpoint, ties broken round-robin; `avoid` (the one that just failed) only if it is alone.
@@ -432,7 +442,7 @@ impl Pool {
                         completion_tokens,
                         latency_ms: started.elapsed().as_secs_f64() * 1e3,
                         finish_reason,
-                        endpoint: ep.url.clone(),
+                        endpoint: ep.shown.clone(),
                         attempts: attempt,
                     })
                 }
@@ -472,7 +482,7 @@ impl Pool {
         parse: fn(&Value) -> Result<Parsed, String>,
     ) -> Result<Parsed, Failure> {
         let timeout = Duration::from_millis(self.limits.timeout_ms.max(1));
-        let what = format!("{} {} model={}", self.kind, ep.url, self.model);
+        let what = format!("{} {} model={}", self.kind, ep.shown, self.model);
         match tokio::time::timeout(timeout, self.exchange(ep, body, key, &what)).await {
             Err(_) => Err(Failure {
                 err: LlmError::Retryable(format!("{what}: timed out after {} ms", timeout.as_millis())),
@@ -506,7 +516,7 @@ impl Pool {
         if let Some(k) = key {
             rb = rb.bearer_auth(k);
         }
-        let mut resp = rb.send().await.map_err(|e| transport(what, "sending the request", &e))?;
+        let mut resp = rb.send().await.map_err(|e| transport(what, "sending the request", e))?;
         let status = resp.status();
         let retry_after = retry_after(resp.headers());
         let mut buf = Vec::new();
@@ -529,7 +539,7 @@ impl Pool {
                     return Err(transport(
                         what,
                         &format!("reading the body of an HTTP {status} response after {} bytes", buf.len()),
-                        &e,
+                        e,
                     ))
                 }
             }
@@ -548,10 +558,51 @@ impl Pool {
     }
 }
 
+/// A URL as it may be logged or stored: userinfo (`user:pass@`) and the query (`?api-key=…`) are
+/// replaced, so a key pasted into a base URL never reaches a log, an error row or a checkpoint.
+pub fn redact_url(u: &str) -> String {
+    match reqwest::Url::parse(u) {
+        Ok(mut url) => {
+            let had_user = !url.username().is_empty() || url.password().is_some();
+            let had_query = url.query().is_some();
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            let mut s = url.to_string();
+            if had_user {
+                if let Some(i) = s.find("://") {
+                    s.insert_str(i + 3, "***@");
+                }
+            }
+            if had_query {
+                s.push_str("?***");
+            }
+            // Url adds a `/` to an empty path; keep what the user wrote recognisable.
+            if !u.trim_end_matches(['?', '#']).ends_with('/') && s.ends_with('/') && !had_query {
+                s.pop();
+            }
+            s
+        }
+        // Not a URL: still never show what sits between `://` and `@`, or after `?`.
+        Err(_) => {
+            let mut s = u.split(['?', '#']).next().unwrap_or_default().to_string();
+            if let (Some(a), Some(b)) = (s.find("://"), s.rfind('@')) {
+                if b > a {
+                    s.replace_range(a + 3..b, "***");
+                }
+            }
+            s
+        }
+    }
+}
+
 /// Transport failures (refused, reset, closed mid-body, timeouts) are worth retrying; the chain names the cause.
-fn transport(what: &str, doing: &str, e: &reqwest::Error) -> Failure {
+fn transport(what: &str, doing: &str, e: reqwest::Error) -> Failure {
+    // reqwest's message carries the request URL, credentials and query included; `what` names it redacted.
+    let e = e.without_url();
     let mut msg = format!("{what}: {doing}: {e}");
-    let mut src = std::error::Error::source(e);
+    let mut src = std::error::Error::source(&e);
     while let Some(s) = src {
         msg.push_str(&format!(": {s}"));
         src = s.source();
@@ -646,5 +697,21 @@ impl TokenWindow {
         if let Some(e) = log.iter_mut().rev().find(|(_, n)| *n == estimate) {
             e.1 = actual;
         }
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn credentials_and_queries_never_shown() {
+        assert_eq!(redact_url("http://127.0.0.1:8080/v1"), "http://127.0.0.1:8080/v1");
+        assert_eq!(redact_url("https://user:sk-SECRET@api.example.com/v1"), "https://***@api.example.com/v1");
+        assert_eq!(
+            redact_url("https://x.example.com/openai/deployments/d/chat?api-key=sk-SECRET&v=1"),
+            "https://x.example.com/openai/deployments/d/chat?***"
+        );
+        assert!(!redact_url("nonsense://a:sk-SECRET@b?k=sk-SECRET").contains("SECRET"));
     }
 }

@@ -53,6 +53,34 @@ pub struct Page {
     pub fetched_at: String,
     /// Milliseconds spent fetching (retries included).
     pub fetch_ms: u64,
+    /// Validators the server sent, for a conditional re-fetch (`If-None-Match`, `If-Modified-Since`).
+    #[serde(default)]
+    pub etag: Option<String>,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+    /// The page's `<link rel="canonical">`, when it names another URL of the crawl.
+    #[serde(default)]
+    pub canonical: Option<String>,
+    /// Answered 304 Not Modified to a conditional re-fetch: the HTML is the previous crawl's.
+    #[serde(default)]
+    pub not_modified: bool,
+    /// Body bytes that crossed the network for this page (0 for a 304).
+    #[serde(default)]
+    pub transferred: u64,
+}
+
+/// One code block of a crawled page and what extraction made of it: `pair`, or the reason it was
+/// skipped (`not yaml`, `yaml scalar`, `yaml parse error`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodeBlock {
+    pub service: String,
+    pub source: String,
+    pub url: String,
+    pub title: String,
+    pub kind: String,
+    /// The language of a non-YAML block, or the parse error.
+    pub detail: String,
+    pub first_line: String,
 }
 
 /// A deduplicated pair: the unit every generation is scored against.
@@ -72,6 +100,10 @@ pub struct Pair {
     /// `source_id` of every copy, kept one first: lets imported outputs of copies be recognised.
     pub source_ids: Vec<String>,
     pub position: u64,
+    /// Set when the description gives away the reference (`reference`: all of it, `lines`: most of
+    /// its lines): the prompt would contain the answer. Such pairs are not asked unless kept.
+    #[serde(default)]
+    pub leak: Option<String>,
 }
 
 /// One model output for one pair (round 0 = zero-shot, round k = k-th repair).
@@ -178,6 +210,10 @@ pub struct Score {
     pub exact: bool,
     pub kv_exact: f64,
     pub kv_wildcard: f64,
+    /// The output or the reference was longer than the scorer's cap and was scored on its
+    /// beginning only (`doc2ci_score::MAX_SCORED_BYTES`).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// A cached sentence embedding, keyed by the hash of the embedded (cleaned) text.

@@ -34,9 +34,29 @@ pub struct LexicalScores {
     pub kv_wildcard: f64,
 }
 
+/// Texts longer than this are scored on their first `MAX_SCORED_BYTES` (cut at a character
+/// boundary) and flagged: the metrics' memory grows with the text (chrF n-gram maps, Levenshtein
+/// bit vectors) and the tree edit distance with the product of both trees' sizes, so an imported
+/// 100 MB output must not take the machine. The largest real text of the llm4ci data is 18 KB.
+pub const MAX_SCORED_BYTES: usize = 64 << 10;
+
+/// `text` cut to at most `MAX_SCORED_BYTES` at a character boundary, and whether it was cut.
+fn capped(text: &str) -> (&str, bool) {
+    if text.len() <= MAX_SCORED_BYTES {
+        return (text, false);
+    }
+    let mut end = MAX_SCORED_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
 /// One text with everything the metrics need from it, whichever side of a pair it is on.
 #[derive(Debug, Clone)]
 pub struct Prepared {
+    /// The text was longer than [`MAX_SCORED_BYTES`] and is scored on its beginning only.
+    pub truncated: bool,
     clean: String,
     lj: String,
     canon: String,
@@ -53,6 +73,7 @@ pub struct Prepared {
 impl Prepared {
     /// Prepares `text` (as stored: raw reference or model output) with the service's context.
     pub fn new(text: &str, ctx: &CrystalContext) -> Prepared {
+        let (text, truncated) = capped(text);
         let clean = text::clean(text);
         let lj = text::lj_of_clean(&clean);
         let limits = Limits::default();
@@ -65,6 +86,7 @@ impl Prepared {
             Err(()) => None,
         });
         Prepared {
+            truncated,
             canon_chars: canon.chars().collect(),
             canon,
             bleu: bleu::BleuSide::new(&lj),
@@ -371,5 +393,22 @@ mod tests {
         assert!((cosine(&[1.0, 0.0], &[1.0, 1.0]) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-12);
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
         assert!((euclidean(&[0.0, 0.0], &[3.0, 4.0]) - 1.0 / 6.0).abs() < 1e-12);
+    }
+
+    /// Issue 12: a 100 MB output (here 4 MB of deep YAML, multi-byte characters at the cut) is
+    /// scored on its beginning and flagged, not prepared whole.
+    #[test]
+    fn huge_texts_are_capped_and_flagged() {
+        let ctx = CrystalContext::from_references(["on: push"].into_iter());
+        let mut huge = String::from("jobs:\n");
+        while huge.len() < 4 << 20 {
+            huge.push_str("  - é: [a, b, c]\n");
+        }
+        let p = Prepared::new(&huge, &ctx);
+        assert!(p.truncated && p.clean().len() <= MAX_SCORED_BYTES);
+        let r = Prepared::new("on: push", &ctx);
+        assert!(!r.truncated);
+        let s = score_prepared(&r, &p);
+        assert!(s.levenshtein >= 0.0 && s.levenshtein < 0.5, "{s:?}");
     }
 }

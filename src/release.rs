@@ -1,0 +1,210 @@
+//! The benchmark as a release (issue 11): `doc2ci export benchmark --out DIR` writes the
+//! deduplicated pairs as Parquet and JSON Lines, a datasheet (sources, crawl dates and validators,
+//! profiles, counts, the licence of each documentation set) and SHA-256 checksums; a source with
+//! `format = "benchmark"` and `path = DIR` imports it back with the same `pair_id`s.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use doc2ci_rows::{Page, Pair, RawPair};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::warehouse::{self, Partition, Warehouse, PAGES, PAIRS, PAIRS_RAW};
+
+pub const PAIRS_JSONL: &str = "pairs.jsonl";
+pub const PAIRS_PARQUET: &str = "pairs.parquet";
+pub const DATASHEET_JSON: &str = "datasheet.json";
+pub const DATASHEET_MD: &str = "datasheet.md";
+pub const SUMS: &str = "SHA256SUMS";
+
+/// The licence each official documentation set is published under, as its source repository
+/// states it (`stages/crawl/PROFILES.md` names the commits read).
+fn licence(service: &str, crawled: bool) -> &'static str {
+    match (service, crawled) {
+        (_, false) => "as stated by the provider of the imported file (doc2ci cannot know it)",
+        ("github-actions", _) => "CC-BY-4.0 (GitHub Docs content, github/docs; its code is MIT)",
+        ("gitlab-ci", _) => "CC-BY-SA-4.0 (GitLab documentation content)",
+        ("travis-ci", _) => "MIT (travis-ci/docs-travis-ci-com, README)",
+        ("circleci", _) => "not stated in circleci/circleci-docs: ask CircleCI before redistributing",
+        _ => "unknown: check the site's terms before redistributing",
+    }
+}
+
+fn sha256_file(p: &Path) -> Result<String> {
+    let bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+    Ok(format!("{:x}", Sha256::digest(&bytes)))
+}
+
+/// Writes the release; returns a one-line summary.
+pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
+    let mut pairs: Vec<Pair> = Vec::new();
+    let mut services = Vec::new();
+    for s in &cfg.services {
+        let part = Partition::new(PAIRS, &[&s.name]);
+        if !wh.file(&part).exists() {
+            continue;
+        }
+        let mut p: Vec<Pair> = wh.read(&part)?;
+        p.sort_by_key(|p| p.position);
+        let mut raw = 0usize;
+        for src in cfg.sources.iter().filter(|x| x.service == s.name) {
+            let rp = Partition::new(PAIRS_RAW, &[&src.service, &src.name]);
+            if wh.file(&rp).exists() {
+                raw += wh.read::<RawPair>(&rp)?.len();
+            }
+        }
+        let crawled = cfg.sources.iter().any(|x| x.service == s.name && x.crawl.is_some());
+        let distinct: std::collections::HashSet<String> =
+            p.iter().map(|x| doc2ci_rows::collapse_ws(&x.description)).collect();
+        services.push(json!({
+            "service": s.name, "display": s.display, "raw_pairs": raw, "pairs": p.len(),
+            "duplicates_removed": raw.saturating_sub(p.len()),
+            "duplicate_pct": if raw > 0 { 100.0 * raw.saturating_sub(p.len()) as f64 / raw as f64 } else { 0.0 },
+            "unique_descriptions": distinct.len(),
+            "leaks": p.iter().filter(|x| x.leak.is_some()).count(),
+            "licence": licence(&s.name, crawled),
+        }));
+        pairs.extend(p);
+    }
+    if pairs.is_empty() {
+        bail!("no pairs in {}: run `doc2ci run` first", wh.root.display());
+    }
+    let mut sources = Vec::new();
+    for src in &cfg.sources {
+        let mut o = json!({"name": src.name, "service": src.service, "kind": src.kind});
+        match &src.crawl {
+            Some(c) => {
+                o["profile"] = json!(c.profile_name);
+                o["profile_settings"] = serde_json::to_value(&c.profile)?;
+                o["site"] = match (&c.url, &c.serve) {
+                    (Some(u), _) => json!(doc2ci_llm::redact_url(u)),
+                    (None, Some(d)) => json!(format!("served folder {}", d.display())),
+                    _ => Value::Null,
+                };
+                let pp = Partition::new(PAGES, &[&src.service, &src.name]);
+                if wh.file(&pp).exists() {
+                    let pages: Vec<Page> = wh.read(&pp)?;
+                    let dates: Vec<&str> = pages.iter().map(|p| p.fetched_at.as_str()).collect();
+                    o["pages"] = json!(pages.len());
+                    o["pages_failed"] = json!(pages.iter().filter(|p| p.error.is_some()).count());
+                    o["crawled_from"] = json!(dates.iter().min());
+                    o["crawled_to"] = json!(dates.iter().max());
+                    let etags: BTreeMap<&str, &str> =
+                        pages.iter().filter_map(|p| Some((p.url.as_str(), p.etag.as_deref()?))).collect();
+                    o["etags"] = serde_json::to_value(etags)?;
+                }
+            }
+            None => {
+                o["format"] = json!(src.format);
+                o["file"] = json!(src.path.file_name().map(|f| f.to_string_lossy().into_owned()));
+                if src.path.is_file() {
+                    o["sha256"] = json!(sha256_file(&src.path)?);
+                }
+            }
+        }
+        sources.push(o);
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    warehouse::write_rows_file(&out.join(PAIRS_PARQUET), &pairs)?;
+    let mut jsonl = Vec::new();
+    for p in &pairs {
+        serde_json::to_writer(&mut jsonl, p)?;
+        jsonl.push(b'\n');
+    }
+    warehouse::atomic_write(&out.join(PAIRS_JSONL), &jsonl)?;
+    let sheet = json!({
+        "name": cfg.stages.report.title,
+        "created_at": warehouse::now(),
+        "doc2ci_version": env!("CARGO_PKG_VERSION"),
+        "dedupe": serde_json::to_value(&cfg.stages.dedupe)?,
+        "pairs": pairs.len(),
+        "services": services,
+        "sources": sources,
+        "files": [PAIRS_PARQUET, PAIRS_JSONL],
+        "import": "a [[sources]] entry with kind = \"import\", format = \"benchmark\", path = \"<this folder>\" and a service",
+    });
+    warehouse::atomic_write(&out.join(DATASHEET_JSON), &serde_json::to_vec_pretty(&sheet)?)?;
+    warehouse::atomic_write(&out.join(DATASHEET_MD), datasheet_md(&sheet).as_bytes())?;
+    let mut sums = String::new();
+    for f in [PAIRS_PARQUET, PAIRS_JSONL, DATASHEET_JSON, DATASHEET_MD] {
+        sums.push_str(&format!("{}  {f}\n", sha256_file(&out.join(f))?));
+    }
+    warehouse::atomic_write(&out.join(SUMS), sums.as_bytes())?;
+    Ok(format!("benchmark: {} pairs of {} service(s) in {}", pairs.len(), services.len(), out.display()))
+}
+
+fn datasheet_md(sheet: &Value) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("# Datasheet: {}\n\n", sheet["name"].as_str().unwrap_or("doc2ci benchmark")));
+    s.push_str(&format!(
+        "Written by doc2ci {} on {}. {} description→YAML pairs after deduplication ({}).\n\n",
+        sheet["doc2ci_version"].as_str().unwrap_or("?"),
+        sheet["created_at"].as_str().unwrap_or("?"),
+        sheet["pairs"],
+        sheet["dedupe"]
+    ));
+    s.push_str("| service | raw pairs | pairs | duplicates removed | unique descriptions | leaking descriptions | licence |\n");
+    s.push_str("|---|---|---|---|---|---|---|\n");
+    for v in sheet["services"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} ({:.1}%) | {} | {} | {} |\n",
+            v["service"].as_str().unwrap_or(""),
+            v["raw_pairs"],
+            v["pairs"],
+            v["duplicates_removed"],
+            v["duplicate_pct"].as_f64().unwrap_or(0.0),
+            v["unique_descriptions"],
+            v["leaks"],
+            v["licence"].as_str().unwrap_or("")
+        ));
+    }
+    s.push_str("\n## Sources\n\n");
+    for v in sheet["sources"].as_array().into_iter().flatten() {
+        s.push_str(&format!("- `{}` ({}, {}): ", v["name"].as_str().unwrap_or(""), v["service"].as_str().unwrap_or(""), v["kind"].as_str().unwrap_or("")));
+        if v["kind"] == "crawl" {
+            s.push_str(&format!(
+                "profile `{}`, {}; {} pages ({} failed) crawled {} to {}; {} ETags recorded\n",
+                v["profile"].as_str().unwrap_or(""),
+                v["site"].as_str().unwrap_or(""),
+                v["pages"],
+                v["pages_failed"],
+                v["crawled_from"].as_str().unwrap_or("?"),
+                v["crawled_to"].as_str().unwrap_or("?"),
+                v["etags"].as_object().map_or(0, |o| o.len())
+            ));
+        } else {
+            s.push_str(&format!(
+                "{} file `{}`, sha256 {}\n",
+                v["format"].as_str().unwrap_or(""),
+                v["file"].as_str().unwrap_or(""),
+                v["sha256"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "\n## Files\n\n`{PAIRS_PARQUET}` and `{PAIRS_JSONL}` hold the same rows; `{SUMS}` their checksums \
+         (`sha256sum -c {SUMS}`). To use the benchmark elsewhere: {}.\n",
+        sheet["import"].as_str().unwrap_or("")
+    ));
+    s
+}
+
+/// Checks a release folder against its `SHA256SUMS` before it is imported.
+pub fn verify(dir: &Path) -> Result<()> {
+    let sums = dir.join(SUMS);
+    let text = std::fs::read_to_string(&sums)
+        .with_context(|| format!("{}: not a benchmark folder (no {SUMS}; write one with `doc2ci export benchmark`)", dir.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        let Some((want, file)) = line.split_once("  ") else {
+            bail!("{}:{}: malformed checksum line", sums.display(), i + 1);
+        };
+        let got = sha256_file(&dir.join(file.trim()))?;
+        if got != want.trim() {
+            bail!("{}: checksum mismatch for {} (the file changed since the release was written)", sums.display(), file.trim());
+        }
+    }
+    Ok(())
+}
