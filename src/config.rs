@@ -528,7 +528,12 @@ impl Config {
                 let before = &text[..sp.start.min(text.len())];
                 let line = before.matches('\n').count() + 1;
                 let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                format!(" at line {line}, column {col}")
+                // The key of that line (never its value) says where, as the quoted line did.
+                let key = text.lines().nth(line - 1).and_then(|l| l.split_once('=')).map(|(k, _)| k.trim());
+                match key.filter(|k| !k.is_empty() && k.len() <= 64) {
+                    Some(k) => format!(" at line {line}, column {col} (key `{k}`)"),
+                    None => format!(" at line {line}, column {col}"),
+                }
             });
             anyhow::anyhow!("{}: TOML parse error{at}: {}", file.display(), e.message().trim_end())
         })?;
@@ -1225,7 +1230,7 @@ mod tests {
     fn unknown_service_names_its_line_while_validate_or_score_runs() {
         let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
         let e = parse(cfg).unwrap_err().to_string();
-        assert!(e.contains("line 7") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
+        assert!(e.contains(":7:") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
         let off = format!("{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n");
         assert!(parse(&off).is_ok());
     }

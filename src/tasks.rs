@@ -42,6 +42,11 @@ pub enum Task {
         source: usize,
         pages: Partition,
     },
+    /// Every code block of the pages, for the crawl summary.
+    Blocks {
+        source: usize,
+        pages: Partition,
+    },
     Dedupe {
         service: String,
         inputs: Vec<Partition>,

@@ -434,3 +434,38 @@ fn kill_9_mid_crawl_then_resume_fetches_no_page_twice() {
     }
     assert_same(&got, &golden_all("http"), "after kill -9 and resume");
 }
+
+/// Issue 11: a re-crawl of an unchanged remote site asks every page conditionally and is answered
+/// 304: almost nothing crosses the network, and the pairs are the same.
+#[test]
+fn recrawl_of_an_unchanged_site_is_answered_304() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path());
+    let site = format!("url = \"{}\"", served.origin);
+    // max_age of about a second: the second run is a new crawl epoch, so it re-crawls.
+    let cfg = config(
+        dir.path(),
+        &["travis-ci"],
+        &site,
+        "http",
+        "rate_limit = 0\nremote_rate_limit = 1000\nmax_age_hours = 0.0003\n",
+    );
+    let wh = dir.path().join("wh");
+    run_ok(&["run", "-c", cfg.to_str().unwrap()]);
+    let first = rows(&wh, "pages", "url, not_modified, transferred, etag", "seq");
+    let pairs_first = crawled_pairs(&wh);
+    let bytes_first: u64 = first.iter().map(|p| p["transferred"].as_u64().unwrap()).sum();
+    assert!(first.iter().all(|p| p["etag"].is_string() && p["not_modified"] == false), "{first:?}");
+    std::thread::sleep(Duration::from_millis(1300));
+    let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
+    assert!(out.contains("run crawl"), "the second run re-crawls: {out}");
+    let second = rows(&wh, "pages", "url, not_modified, transferred", "seq");
+    assert_eq!(second.len(), first.len());
+    assert!(second.iter().all(|p| p["not_modified"] == true), "{second:?}");
+    let bytes_second: u64 = second.iter().map(|p| p["transferred"].as_u64().unwrap()).sum();
+    assert_eq!(bytes_second, 0, "first crawl {bytes_first} bytes");
+    assert!(bytes_first > 10_000);
+    assert_same(&crawled_pairs(&wh), &pairs_first, "after the conditional re-crawl");
+    let reqs = served.requests();
+    assert_eq!(reqs.iter().filter(|r| *r != "/robots.txt").count(), 2 * first.len(), "{reqs:?}");
+}

@@ -379,3 +379,28 @@ fn benchmark_release_round_trip_keeps_pair_ids() {
     let e = run_err(&["run", "--config", cfg2.to_str().unwrap()]);
     assert!(e.contains("checksum mismatch") && e.contains("pairs.jsonl"), "{e}");
 }
+
+/// Issue 12: cache versions cannot go stale. A warehouse written by an older doc2ci (whose state
+/// holds the hand-written `version: 1` of that time) re-runs exactly the stages whose code changed,
+/// and `plan` says why.
+#[test]
+fn an_older_stage_code_version_reruns_that_stage_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), &MODELS[..1], "");
+    let c = cfg.to_str().unwrap();
+    run_ok(&["run", "--config", c]);
+    let state_path = dir.path().join("wh/_doc2ci/state.json");
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+    let parts = state["partitions"].as_object_mut().unwrap();
+    let dedupe = parts.keys().find(|k| k.starts_with("pairs/")).unwrap().clone();
+    parts.get_mut(&dedupe).unwrap()["version"] = serde_json::json!(1);
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let plan = run_ok(&["plan", "--config", c]);
+    let runs: Vec<&str> = plan.lines().filter(|l| l.starts_with("run ")).collect();
+    assert_eq!(runs.len(), 1, "{plan}");
+    assert!(runs[0].contains(&dedupe) && runs[0].contains("stage code changed"), "{plan}");
+    // The dedupe re-runs and produces the same rows: its dependents are not redone.
+    let out = run_ok(&["run", "--config", c]);
+    assert!(out.contains(&format!("run dedupe {dedupe}")) && !out.contains("run import"), "{out}");
+    assert!(run_ok(&["plan", "--config", c]).contains("nothing to do"));
+}

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod crash;
 mod crawl;
 mod engine;
 mod generate;

@@ -111,7 +111,7 @@ fn every_profile_extracts_the_golden_http_pairs() {
         assert_eq!(skipped, want_skipped, "profile {name}: skipped blocks by reason");
         total += rows.len();
     }
-    assert_eq!(total, 49 + 48 + 46 + 38 + 6);
+    assert_eq!(total, 49 + 48 + 46 + 41 + 6);
 }
 
 #[test]

@@ -24,6 +24,7 @@ async fn main() {
         base_urls: vec![url],
         model: "smollm2".into(),
         api_key_env: None,
+        api_key: None,
         limits: Limits { concurrency: c, retries: 0, ..Limits::default() },
     })
     .unwrap();
