@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 # DOC2CI_BIN: an already built binary (skips the build).
-bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/debug/doc2ci}"
-[ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --workspace --bin doc2ci
+bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
+[ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

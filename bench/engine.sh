@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 python3 -m pip show -q pandas >/dev/null 2>&1 || python3 -m pip install -q pandas
-# dev: dependencies at opt-level 2 (the warm test build); BENCH_PROFILE=release: everything optimised.
-profile="${BENCH_PROFILE:-dev}"
+# release (default): the binary users and the tests run; BENCH_PROFILE=dev: a developer build.
+profile="${BENCH_PROFILE:-release}"
 cargo build --quiet --profile "$profile" --bin doc2ci
 if [ "$profile" = dev ]; then bin="$CARGO_TARGET_DIR/debug/doc2ci"; else bin="$CARGO_TARGET_DIR/$profile/doc2ci"; fi
 work=$(mktemp -d)

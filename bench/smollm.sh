@@ -3,7 +3,7 @@
 # the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
 # Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python). Env: MAX_TOKENS (default 128),
 # THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores),
-# PROFILE (dev = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or release).
+# PROFILE (release = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
@@ -11,7 +11,7 @@ ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
 GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 K="${MAX_TOKENS:-128}"; THREADS="${THREADS:-2}"
 
-PROFILE="${PROFILE:-dev}"
+PROFILE="${PROFILE:-release}"
 flock /tmp/doc2ci-cargo.lock cargo build --profile "$PROFILE" -q -p doc2ci-smollm --example bench_smollm
 dir=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 OURS=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K")

@@ -24,10 +24,10 @@ SUMMARY="$OUT/summary.txt"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 now() { date +%s.%N; }
 py() { python3 -c "$@"; }
-BIN="$CARGO_TARGET_DIR/debug/doc2ci"
+BIN="$CARGO_TARGET_DIR/release/doc2ci"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  flock /tmp/doc2ci-cargo.lock cargo build --quiet --workspace --bins
-  flock /tmp/doc2ci-cargo.lock cargo build --quiet -p doc2ci-report --example bench_study
+  flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci
+  flock /tmp/doc2ci-cargo.lock cargo build --quiet --release -p doc2ci-report --example bench_study
 fi
 say "# bench/stats.sh $(date -u +%FT%TZ) on $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -74,6 +74,6 @@ fi
 if [[ " $SECTIONS " == *" synthetic "* ]]; then
   say ""
   say "## synthetic Doc2CI scale (53,808 configurations, in memory)"
-  say "$("$CARGO_TARGET_DIR/debug/examples/bench_study")"
+  say "$("$CARGO_TARGET_DIR/release/examples/bench_study")"
 fi
 say "summary in $SUMMARY; scratch in $WORK"

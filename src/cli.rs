@@ -318,6 +318,25 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
         removed += rd.count();
     }
     let _ = std::fs::remove_dir_all(&browsers);
+    // Half-written files of killed runs (an atomic write's temporary, never renamed into place).
+    fn tmp_files(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                tmp_files(&p, out);
+            } else if e.file_name().to_string_lossy().contains(".tmp-") {
+                out.push(p);
+            }
+        }
+    }
+    let mut tmps = Vec::new();
+    tmp_files(&wh.root, &mut tmps);
+    for t in tmps {
+        freed += dir_size(&t);
+        if std::fs::remove_file(&t).is_ok() {
+            removed += 1;
+        }
+    }
     // Staging leftovers of killed runs, and checkpoints of partitions that have since finished.
     let staging = wh.meta().join("staging");
     freed += dir_size(&staging);

@@ -726,6 +726,7 @@ pub fn execute(node: &Node, cfg: &Config, wh: &Warehouse, key: &str, ui: &Ui) ->
             let rows: Vec<doc2ci_report::FileRow> =
                 files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();
             let extra: Vec<(String, Vec<u8>)> = files.into_iter().map(|(p, c)| (p, c.into_bytes())).collect();
+            publish_delay();
             let output_hash = wh.write_with(&node.part, &rows, &extra)?;
             let dir = wh.dir(&node.part);
             Ok(TaskOutput {
@@ -830,9 +831,18 @@ fn finish<T: Serialize + DeserializeOwned>(
     rows: &[T],
     note: Option<String>,
 ) -> Result<TaskOutput> {
+    publish_delay();
     let output_hash = wh.write(&node.part, rows)?;
     wh.checkpoint(&node.part, key).clear();
     Ok(TaskOutput { output_hash, rows: rows.len() as u64, note })
+}
+
+/// For the crash harness only (`tests/crash/harness.py`): a pause between computing a partition and
+/// publishing it, so that a kill can land inside even the stages that take milliseconds.
+fn publish_delay() {
+    if let Some(ms) = std::env::var("DOC2CI_TEST_STAGE_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// Streams a file's records through `convert`, checkpointing every `batch_size` records so a
