@@ -454,21 +454,30 @@ async fn crawl_async(
     Ok((pages, note))
 }
 
-/// Every code block of the pages (once per canonical page, as [`extract`] reads them) and what
-/// became of it: the data of the crawl summary.
-pub fn code_blocks(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<doc2ci_rows::CodeBlock>> {
+/// Each page with HTML, once per canonical URL (a page reached twice, by a redirect or under
+/// another spelling, is read once), in fetch order, with what extraction found on it.
+fn extracted(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<(Page, doc2ci_crawl::Extraction)>> {
     let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
     let compiled = spec.profile.compile().map_err(|e| anyhow!("profile `{}`: {e}", spec.profile_name))?;
     let mut pages: Vec<Page> = wh.read(pages_part)?;
     pages.sort_by_key(|p| p.seq);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for pg in &pages {
+    for pg in pages {
         let Some(html) = &pg.html else { continue };
         if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
             continue;
         }
         let e = doc2ci_crawl::extract(html, &compiled);
+        out.push((pg, e));
+    }
+    Ok(out)
+}
+
+/// Every code block of the pages and what became of it: the data of the crawl summary.
+pub fn code_blocks(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<doc2ci_rows::CodeBlock>> {
+    let mut out = Vec::new();
+    for (pg, e) in extracted(src, wh, pages_part)? {
         let block = |title: String, kind: &str, detail: String, first_line: String| doc2ci_rows::CodeBlock {
             service: src.service.clone(),
             source: src.name.clone(),
@@ -489,23 +498,12 @@ pub fn code_blocks(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Resu
     Ok(out)
 }
 
-/// Cached pages → raw pairs, numbered in fetch order; a page reached twice (a redirect to a
-/// page already fetched) is extracted once.
+/// Cached pages → raw pairs, numbered in fetch order.
 pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(Vec<RawPair>, String)> {
-    let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
-    let compiled = spec.profile.compile().map_err(|e| anyhow!("profile `{}`: {e}", spec.profile_name))?;
-    let mut pages: Vec<Page> = wh.read(pages_part)?;
-    pages.sort_by_key(|p| p.seq);
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
     let (mut skipped, mut no_root, mut n_pages) = (HashMap::<String, usize>::new(), 0usize, 0usize);
-    for pg in &pages {
-        let Some(html) = &pg.html else { continue };
-        if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
-            continue;
-        }
+    for (pg, e) in extracted(src, wh, pages_part)? {
         n_pages += 1;
-        let e = doc2ci_crawl::extract(html, &compiled);
         if e.error.is_some() {
             no_root += 1;
         }
@@ -534,7 +532,8 @@ pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(
         if sk.is_empty() { "none".into() } else { sk.join(", ") }
     );
     if no_root > 0 {
-        note.push_str(&format!("; {no_root} pages without the content root `{}`", spec.profile.content_root));
+        let root = src.crawl.as_ref().map_or("", |c| c.profile.content_root.as_str());
+        note.push_str(&format!("; {no_root} pages without the content root `{root}`"));
     }
     Ok((out, note))
 }

@@ -170,12 +170,24 @@ def main() -> int:
                 return True, f"{len(outs)} rows scored; invalid row: {text[:200]}" + (f"; {trunc} truncated" if trunc else "")
             return check
 
-        big = "jobs:\n" + "".join(f"  job{i}:\n    runs-on: ubuntu-latest\n" for i in range(1_700_000))  # ~100 MB
-        case("100 MB output", "import, validate, score", with_output(big), row_flagged("truncated"))
-        case("10k-deep nesting", "validate, score", with_output("[" * 10_000 + "]" * 10_000), row_flagged("nest"))
+        big = "jobs:\n" + "".join(f"  job{i}:\n    runs-on: ubuntu-latest\n" for i in range(2_500_000))  # ~100 MB
+        def refused(file: str, column: str):
+            def check(wh: Path, code: int, msg: str):
+                line = next((l for l in msg.splitlines() if "exceeds the 8 MiB limit" in l), "")
+                if code == 0 or f"{file}:" not in line or f"column `{column}`" not in line:
+                    return False, f"expected a refusal naming {file}:LINE and {column}: {msg[-300:]}"
+                # What finished is kept: the pairs of the study (or, for a refused pair file, nothing half-written).
+                kept = duck(wh, "SELECT COUNT(*) FROM read_parquet('{wh}/pairs/**/*.parquet')")[0][0] if (wh / "pairs").exists() else 0
+                return True, line.split("failed: ", 1)[-1][:200] + (f"; {kept} pairs kept" if kept else "")
+            return check
+
+        case("100 MB output", "import", with_output(big), refused("out.csv", "LLM_YML_Output"))
+        one_mb = "jobs:\n" + "".join(f"  job{i}:\n    runs-on: ubuntu-latest\n" for i in range(26_000))
+        case("1 MB output", "validate, score", with_output(one_mb), row_flagged("truncated"))
+        case("10k-deep nesting", "validate, score", with_output("[" * 10_000 + "]" * 10_000), row_flagged("recursion limit"))
         case("alias bomb", "validate, score", with_output(alias_bomb()), row_flagged("alias"))
         case("NUL bytes", "validate, score", with_output("on: push\x00\njobs: {}\n"), row_flagged(""))
-        case("20 MB line", "validate, score", with_output("run: " + "x" * (20 << 20)), row_flagged("truncated"))
+        case("20 MB line", "import", with_output("run: " + "x" * (20 << 20)), refused("out.csv", "LLM_YML_Output"))
 
         def huge_reference(d: Path) -> Path:
             docs = d / "docs.csv"
@@ -192,7 +204,7 @@ def main() -> int:
             n = duck(wh, "SELECT COUNT(*) FROM read_parquet('{wh}/scores/**/*.parquet')")[0][0]
             t = duck(wh, "SELECT COUNT(*) FROM read_parquet('{wh}/scores/**/*.parquet') WHERE truncated")[0][0]
             return n == len(outs) and t >= 1, f"{n} rows scored, {t} flagged truncated (100 MB reference, 50 MB description)"
-        case("100 MB reference + 50 MB CSV cell", "import, dedupe, validate, score", huge_reference, ref_check)
+        case("100 MB reference + 50 MB CSV cell", "import", huge_reference, refused("docs.csv", "Code"))
 
         def non_utf8(d: Path) -> Path:
             docs = d / "docs.csv"

@@ -62,6 +62,18 @@ pub fn dedupe(raw: &[RawPair], mode: Mode) -> Vec<Pair> {
 
 /// Lines shorter than this (`jobs:`, `- run: make`) are common words of prose, not a give-away.
 const SUBSTANTIVE_LINE: usize = 12;
+const LEAK_LINES: usize = 400;
+
+fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
 
 /// Does the description contain its own reference? `reference`: the whole reference (whitespace
 /// collapsed) appears in it; `lines`: more than half of the reference's substantive lines (at least
@@ -69,6 +81,9 @@ const SUBSTANTIVE_LINE: usize = 12;
 /// which inflates every similarity score (issue 11: about 7% of pairs crawled from real documentation
 /// before the extractor kept code out of prose).
 pub fn leak(description: &str, reference: &str) -> Option<&'static str> {
+    // Bounded work whatever the texts: the screen reads at most their first MiB, and the line test
+    // at most the first LEAK_LINES substantive lines (real references have a few dozen).
+    let (description, reference) = (prefix(description, 1 << 20), prefix(reference, 1 << 20));
     let d = doc2ci_rows::collapse_ws(description);
     let r = doc2ci_rows::collapse_ws(reference);
     if r.is_empty() {
@@ -81,6 +96,7 @@ pub fn leak(description: &str, reference: &str) -> Option<&'static str> {
         .lines()
         .map(|l| doc2ci_rows::collapse_ws(l.trim().trim_start_matches("- ")))
         .filter(|l| l.chars().count() >= SUBSTANTIVE_LINE)
+        .take(LEAK_LINES)
         .collect();
     let found = lines.iter().filter(|l| d.contains(l.as_str())).count();
     (lines.len() >= 2 && found * 2 > lines.len()).then_some("lines")

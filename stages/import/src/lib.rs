@@ -97,8 +97,51 @@ impl ColumnMap {
     }
 }
 
+/// Passes bytes through and remembers where each `\n` is, so records get their true line: the csv
+/// crate places a record after a CRLF terminator at its `\n`, one line too early.
+struct LineFeeds<R> {
+    inner: R,
+    offset: u64,
+    feeds: std::rc::Rc<std::cell::RefCell<LineIndex>>,
+}
+
+#[derive(Default)]
+struct LineIndex {
+    /// Offsets of the `\n`s not yet passed by a lookup (lookups come in increasing order).
+    ahead: std::collections::VecDeque<u64>,
+    passed: u64,
+}
+
+impl LineIndex {
+    /// The 1-based line of the record that csv says starts at `byte`.
+    fn line(&mut self, byte: u64) -> u64 {
+        while self.ahead.front().is_some_and(|&x| x < byte) {
+            self.ahead.pop_front();
+            self.passed += 1;
+        }
+        // A record placed on the `\n` of a CRLF really starts on the next line.
+        self.passed + 1 + u64::from(self.ahead.front() == Some(&byte))
+    }
+}
+
+impl<R: Read> Read for LineFeeds<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut f = self.feeds.borrow_mut();
+        for (i, b) in buf[..n].iter().enumerate() {
+            if *b == b'\n' {
+                f.ahead.push_back(self.offset + i as u64);
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
 /// Reads CSV records with a header; gzip is the caller's business.
 pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Record, ImportError>>, ImportError> {
+    let feeds = std::rc::Rc::new(std::cell::RefCell::new(LineIndex::default()));
+    let reader = LineFeeds { inner: reader, offset: 0, feeds: feeds.clone() };
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(reader);
     let headers = rdr
         .headers()
@@ -108,10 +151,10 @@ pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Rec
         .collect::<Vec<_>>();
     Ok(rdr.into_records().map(move |r| {
         let rec = r.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
+            let line = e.position().map_or(0, |p| feeds.borrow_mut().line(p.byte()));
             ImportError::at(line, format!("malformed CSV: {}", csv_error_text(&e)))
         })?;
-        let line = rec.position().map_or(0, |p| p.line());
+        let line = rec.position().map_or(0, |p| feeds.borrow_mut().line(p.byte()));
         let fields = headers.iter().cloned().zip(rec.iter().map(|v| Some(v.to_string()))).collect();
         Ok(Record { line, fields })
     }))
@@ -160,7 +203,27 @@ pub fn jsonl_records<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Recor
     })
 }
 
+/// A cell larger than this is refused with an error naming its line and column: every later
+/// stage holds a text several times over (rows, Arrow arrays, Parquet pages), and a CI file is never
+/// this large (the largest of the llm4ci data is 18 KB). The validator refuses the same size.
+pub const MAX_CELL_BYTES: usize = 8 << 20;
+
 impl Record {
+    /// Every field this record has, checked against [`MAX_CELL_BYTES`].
+    pub fn check_sizes(&self) -> Result<(), ImportError> {
+        match self.fields.iter().find(|(_, v)| v.as_ref().is_some_and(|v| v.len() > MAX_CELL_BYTES)) {
+            Some((k, v)) => Err(ImportError::at(
+                self.line,
+                format!(
+                    "column `{k}`: a cell of {} bytes exceeds the {} MiB limit",
+                    v.as_ref().map_or(0, |v| v.len()),
+                    MAX_CELL_BYTES >> 20
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn get(&self, map: &ColumnMap, field: &str) -> Option<&str> {
         self.fields.get(map.col(field)).and_then(|v| v.as_deref())
     }
@@ -196,6 +259,7 @@ pub fn to_raw_pair(
     source: &str,
     position: u64,
 ) -> Result<RawPair, ImportError> {
+    rec.check_sizes()?;
     let id = rec.id(map)?;
     let title = rec.require(map, "title")?.to_string();
     let description = rec.require(map, "description")?.to_string();
@@ -226,6 +290,7 @@ pub struct OutputRecord {
 }
 
 pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportError> {
+    rec.check_sizes()?;
     let id = rec.id(map)?;
     let output = rec.require(map, "output")?.to_string();
     let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
@@ -338,6 +403,23 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].line, 3);
         assert!(errs[0].to_string().contains("3 fields where the header has 5"), "{}", errs[0]);
+    }
+
+    #[test]
+    fn oversized_cells_name_line_and_column() {
+        let big = "x".repeat(MAX_CELL_BYTES + 1);
+        let text = format!("ID,URL,Title,Description,Code\n1,u,T,D,C\n2,u,T,{big},C\n");
+        let recs: Vec<_> = csv_records(text.as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        assert!(to_raw_pair(&recs[0], &ColumnMap::llm4ci(), "gha", "docs", 0).is_ok());
+        let e = to_raw_pair(&recs[1], &ColumnMap::llm4ci(), "gha", "docs", 1).unwrap_err();
+        assert_eq!(e.line, 3);
+        // The first record too (the csv reader's buffer is refilled inside it).
+        for nl in ["\n", "\r\n"] {
+            let text = format!("ID,URL,Title,Description,Code{nl}2,u,T,{big},C{nl}1,u,T,D,C{nl}");
+            let recs: Vec<_> = csv_records(text.as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+            assert_eq!(to_raw_pair(&recs[0], &ColumnMap::llm4ci(), "gha", "docs", 0).unwrap_err().line, 2, "{nl:?}");
+        }
+        assert!(e.message.contains("column `Description`") && e.message.contains("8 MiB"), "{e}");
     }
 
     #[test]
