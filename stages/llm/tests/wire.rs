@@ -24,7 +24,6 @@ struct Server {
     url: String,
     hits: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Seen>>>,
-    in_flight_max: Arc<AtomicUsize>,
 }
 
 fn read_request(s: &mut TcpStream) -> Option<Seen> {
@@ -56,27 +55,22 @@ fn serve(handler: impl Fn(usize, &Seen, &mut TcpStream) + Send + Sync + 'static)
     let url = format!("http://{}", l.local_addr().unwrap());
     let hits = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let in_flight_max = Arc::new(AtomicUsize::new(0));
-    let (h2, s2, f2, m2) = (hits.clone(), seen.clone(), in_flight.clone(), in_flight_max.clone());
+    let (h2, s2) = (hits.clone(), seen.clone());
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut s) = conn else { continue };
-            let (handler, hits, seen, inf, max) = (handler.clone(), h2.clone(), s2.clone(), f2.clone(), m2.clone());
+            let (handler, hits, seen) = (handler.clone(), h2.clone(), s2.clone());
             std::thread::spawn(move || {
                 let Some(req) = read_request(&mut s) else { return };
                 let n = hits.fetch_add(1, Ordering::SeqCst);
                 seen.lock().unwrap().push(req.clone());
-                let now = inf.fetch_add(1, Ordering::SeqCst) + 1;
-                max.fetch_max(now, Ordering::SeqCst);
                 handler(n, &req, &mut s);
-                inf.fetch_sub(1, Ordering::SeqCst);
                 let _ = s.flush();
                 let _ = s.shutdown(std::net::Shutdown::Both);
             });
         }
     });
-    Server { url, hits, seen, in_flight_max }
+    Server { url, hits, seen }
 }
 
 fn respond(s: &mut TcpStream, status: &str, extra_headers: &str, body: &[u8]) {
@@ -315,11 +309,21 @@ async fn openai_request_shape_key_extra_params_and_finish_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_spreads_load_skips_dead_endpoints_and_caps_concurrency() {
-    let slow = |_: usize, _: &Seen, s: &mut TcpStream| {
-        std::thread::sleep(Duration::from_millis(200));
-        respond(s, "200 OK", "", &ok_body("ok", "stop"));
+    // In flight = from arrival until the answer starts: the client can send its next request only
+    // after it has the answer, so this count cannot exceed its concurrency however slow the
+    // server's threads are scheduled (the server's own counter also spans the close after writing).
+    let counters = || (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let ((na, ma), (nb, mb)) = (counters(), counters());
+    let slow = |n: Arc<AtomicUsize>, m: Arc<AtomicUsize>| {
+        move |_: usize, _: &Seen, s: &mut TcpStream| {
+            let now = n.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(200));
+            n.fetch_sub(1, Ordering::SeqCst);
+            respond(s, "200 OK", "", &ok_body("ok", "stop"));
+        }
     };
-    let (a, b) = (serve(slow), serve(slow));
+    let (a, b) = (serve(slow(na, ma.clone())), serve(slow(nb, mb.clone())));
     let dead = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
@@ -331,7 +335,7 @@ async fn pool_spreads_load_skips_dead_endpoints_and_caps_concurrency() {
     let (ha, hb) = (a.hits.load(Ordering::SeqCst), b.hits.load(Ordering::SeqCst));
     assert_eq!(ha + hb, 8);
     assert!(ha >= 2 && hb >= 2, "load spread {ha}/{hb}");
-    assert!(a.in_flight_max.load(Ordering::SeqCst) <= 2 && b.in_flight_max.load(Ordering::SeqCst) <= 2);
+    assert!(ma.load(Ordering::SeqCst) <= 2 && mb.load(Ordering::SeqCst) <= 2, "{ma:?} {mb:?}");
     assert!(
         t.elapsed() >= Duration::from_millis(400),
         "8 requests at 2+2 in flight take two rounds: {:?}",
