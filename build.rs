@@ -83,7 +83,9 @@ fn main() {
             }
         }
     }
-    let mut out = String::from("/// (crate, version): a hash of the crate's sources and of every workspace crate it depends on.\n");
+    let mut out = String::from(
+        "/// (crate, version): a hash of the crate's sources and of every workspace crate it depends on.\n",
+    );
     out.push_str("pub const CRATES: &[(&str, &str)] = &[\n");
     for name in own.keys() {
         let mut seen = Vec::new();

@@ -601,11 +601,7 @@ impl Config {
                     return cx.err(
                         f.span(),
                         "sources.format",
-                        format!(
-                            "unknown format `{}` (one of {}, benchmark)",
-                            f.get_ref(),
-                            IMPORT_FORMATS.join(", ")
-                        ),
+                        format!("unknown format `{}` (one of {}, benchmark)", f.get_ref(), IMPORT_FORMATS.join(", ")),
                     )
                 }
                 Some(f) => f.get_ref().clone(),
@@ -613,7 +609,8 @@ impl Config {
             };
             // A released benchmark is a folder (`doc2ci export benchmark`); every other format a file.
             if (format == "benchmark") != full.is_dir() {
-                let want = if format == "benchmark" { "a folder written by `doc2ci export benchmark`" } else { "a file" };
+                let want =
+                    if format == "benchmark" { "a folder written by `doc2ci export benchmark`" } else { "a file" };
                 return cx.err(path.span(), "sources.path", format!("`{}` is not {want}", path.get_ref()));
             }
             let name = match &s.name {
@@ -891,8 +888,12 @@ fn resolve_profile(
                         )
                     }
                 },
-                Some(_) => return cx.err(t.span(), &format!("{key}.base"), "the name of a built-in profile (a string)"),
-                None => toml::Value::Table(table).try_into::<doc2ci_crawl::Profile>().map_err(|e| e.message().to_string()),
+                Some(_) => {
+                    return cx.err(t.span(), &format!("{key}.base"), "the name of a built-in profile (a string)")
+                }
+                None => {
+                    toml::Value::Table(table).try_into::<doc2ci_crawl::Profile>().map_err(|e| e.message().to_string())
+                }
             };
             match parsed {
                 Ok(p) => (p, t.span()),
@@ -991,13 +992,7 @@ fn crawl_source(
         service,
         columns: BTreeMap::new(),
         skip_bad_rows: false,
-        crawl: Some(CrawlSource {
-            profile_name: pname.get_ref().clone(),
-            profile,
-            serve,
-            url,
-            backend,
-        }),
+        crawl: Some(CrawlSource { profile_name: pname.get_ref().clone(), profile, serve, url, backend }),
     })
 }
 
@@ -1247,11 +1242,25 @@ mod tests {
         let mirror = "[profiles.mirror]\nbase = \"travis-docs\"\nallowed_prefixes = [\"/snapshot/user/\"]\nstart_urls = [\"/snapshot/user/tutorial/\"]\n";
         let c = parse(&format!("{head}{}{mirror}", src("mirror"))).unwrap();
         let p = &c.sources[0].crawl.as_ref().unwrap().profile;
-        assert_eq!((p.allowed_prefixes.as_slice(), p.start_urls.as_slice()), (&["/snapshot/user/".to_string()][..], &["/snapshot/user/tutorial/".to_string()][..]));
+        assert_eq!(
+            (p.allowed_prefixes.as_slice(), p.start_urls.as_slice()),
+            (&["/snapshot/user/".to_string()][..], &["/snapshot/user/tutorial/".to_string()][..])
+        );
         assert_eq!(p.yaml_blocks, doc2ci_crawl::builtin("travis-docs").unwrap().yaml_blocks);
-        let e = parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis\"\n", src("mirror"))).unwrap_err().to_string();
-        assert!((e.contains(":11:") || e.contains(":12:")) && e.contains("no built-in profile `travis`") && e.contains("travis-docs"), "{e}");
-        let e = parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis-docs\"\nyaml_block = [\"pre\"]\n", src("mirror"))).unwrap_err().to_string();
+        let e =
+            parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis\"\n", src("mirror"))).unwrap_err().to_string();
+        assert!(
+            (e.contains(":11:") || e.contains(":12:"))
+                && e.contains("no built-in profile `travis`")
+                && e.contains("travis-docs"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{head}{}[profiles.mirror]\nbase = \"travis-docs\"\nyaml_block = [\"pre\"]\n",
+            src("mirror")
+        ))
+        .unwrap_err()
+        .to_string();
         assert!((e.contains(":11:") || e.contains(":12:")) && e.contains("yaml_block"), "{e}");
         let e = parse(&format!("{head}{}", src("nope"))).unwrap_err().to_string();
         assert!(e.contains("no profile `nope`") && e.contains("github-docs"), "{e}");
@@ -1263,7 +1272,8 @@ mod tests {
         assert!(e.contains("line 4"), "{e}");
     }
 
-    const HEAD: &str = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
+    const HEAD: &str =
+        "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
 
     #[test]
     fn generative_models_parse_with_defaults_and_keys() {

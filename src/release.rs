@@ -146,7 +146,9 @@ fn datasheet_md(sheet: &Value) -> String {
         sheet["pairs"],
         sheet["dedupe"]
     ));
-    s.push_str("| service | raw pairs | pairs | duplicates removed | unique descriptions | leaking descriptions | licence |\n");
+    s.push_str(
+        "| service | raw pairs | pairs | duplicates removed | unique descriptions | leaking descriptions | licence |\n",
+    );
     s.push_str("|---|---|---|---|---|---|---|\n");
     for v in sheet["services"].as_array().into_iter().flatten() {
         s.push_str(&format!(
@@ -163,7 +165,12 @@ fn datasheet_md(sheet: &Value) -> String {
     }
     s.push_str("\n## Sources\n\n");
     for v in sheet["sources"].as_array().into_iter().flatten() {
-        s.push_str(&format!("- `{}` ({}, {}): ", v["name"].as_str().unwrap_or(""), v["service"].as_str().unwrap_or(""), v["kind"].as_str().unwrap_or("")));
+        s.push_str(&format!(
+            "- `{}` ({}, {}): ",
+            v["name"].as_str().unwrap_or(""),
+            v["service"].as_str().unwrap_or(""),
+            v["kind"].as_str().unwrap_or("")
+        ));
         if v["kind"] == "crawl" {
             s.push_str(&format!(
                 "profile `{}`, {}; {} pages ({} failed) crawled {} to {}; {} ETags recorded\n",
@@ -195,15 +202,20 @@ fn datasheet_md(sheet: &Value) -> String {
 /// Checks a release folder against its `SHA256SUMS` before it is imported.
 pub fn verify(dir: &Path) -> Result<()> {
     let sums = dir.join(SUMS);
-    let text = std::fs::read_to_string(&sums)
-        .with_context(|| format!("{}: not a benchmark folder (no {SUMS}; write one with `doc2ci export benchmark`)", dir.display()))?;
+    let text = std::fs::read_to_string(&sums).with_context(|| {
+        format!("{}: not a benchmark folder (no {SUMS}; write one with `doc2ci export benchmark`)", dir.display())
+    })?;
     for (i, line) in text.lines().enumerate() {
         let Some((want, file)) = line.split_once("  ") else {
             bail!("{}:{}: malformed checksum line", sums.display(), i + 1);
         };
         let got = sha256_file(&dir.join(file.trim()))?;
         if got != want.trim() {
-            bail!("{}: checksum mismatch for {} (the file changed since the release was written)", sums.display(), file.trim());
+            bail!(
+                "{}: checksum mismatch for {} (the file changed since the release was written)",
+                sums.display(),
+                file.trim()
+            );
         }
     }
     Ok(())

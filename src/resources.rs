@@ -79,7 +79,11 @@ pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usiz
                 Err(e) => {
                     let aside = f.with_extension("corrupt");
                     let _ = std::fs::rename(&f, &aside);
-                    tracing::warn!("embedding cache: {} is unreadable ({e:#}); moved to {}", f.display(), aside.display());
+                    tracing::warn!(
+                        "embedding cache: {} is unreadable ({e:#}); moved to {}",
+                        f.display(),
+                        aside.display()
+                    );
                 }
             }
         }

@@ -26,8 +26,8 @@ use crate::generation;
 use crate::resources;
 use crate::ui::Ui;
 use crate::warehouse::{
-    self, Partition, Warehouse, CODE_BLOCKS, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS, REPORT,
-    SCORES, STATS, VALIDATIONS,
+    self, Partition, Warehouse, CODE_BLOCKS, GENERATIONS, MODELS, PAGES, PAIRS, PAIRS_RAW, PAIR_VALIDATIONS, REPAIRS,
+    REPORT, SCORES, STATS, VALIDATIONS,
 };
 
 #[derive(Debug, Clone)]
@@ -158,7 +158,11 @@ pub fn build_nodes(cfg: &Config) -> Result<Vec<Node>> {
             stage: "import",
             part: Partition::new(PAIRS_RAW, &[&s.service, &s.name]),
             deps: vec![],
-            files: vec![if s.format == "benchmark" { s.path.join(crate::release::PAIRS_JSONL) } else { s.path.clone() }],
+            files: vec![if s.format == "benchmark" {
+                s.path.join(crate::release::PAIRS_JSONL)
+            } else {
+                s.path.clone()
+            }],
             pinned: vec![],
             params: json!({"format": s.format, "columns": s.columns, "skip_bad_rows": s.skip_bad_rows}),
             version: crate::code::version(&["doc2ci-import"]),

@@ -51,8 +51,20 @@ pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
 /// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
 pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
 
-pub const TABLES: &[TableDef] =
-    &[PAGES, CODE_BLOCKS, PAIRS_RAW, PAIRS, GENERATIONS, MODELS, PAIR_VALIDATIONS, VALIDATIONS, SCORES, REPAIRS, STATS, REPORT];
+pub const TABLES: &[TableDef] = &[
+    PAGES,
+    CODE_BLOCKS,
+    PAIRS_RAW,
+    PAIRS,
+    GENERATIONS,
+    MODELS,
+    PAIR_VALIDATIONS,
+    VALIDATIONS,
+    SCORES,
+    REPAIRS,
+    STATS,
+    REPORT,
+];
 
 pub fn table(name: &str) -> Option<TableDef> {
     TABLES.iter().copied().find(|t| t.name == name)

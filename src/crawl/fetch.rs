@@ -116,7 +116,9 @@ impl Http {
     pub async fn validators(&self, url: &Url) -> Validators {
         match self.client.head(url.clone()).send().await {
             Ok(r) if r.status().is_success() => {
-                let h = |k| r.headers().get(k).and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok()).map(str::to_string);
+                let h = |k| {
+                    r.headers().get(k).and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok()).map(str::to_string)
+                };
                 Validators { etag: h(reqwest::header::ETAG), last_modified: h(reqwest::header::LAST_MODIFIED) }
             }
             _ => Validators::default(),
@@ -175,7 +177,12 @@ impl Http {
     }
 
     /// One attempt; the error says whether another attempt may help.
-    async fn once(&self, url: &Url, t0: Instant, validators: Option<&Validators>) -> std::result::Result<Fetched, Retry> {
+    async fn once(
+        &self,
+        url: &Url,
+        t0: Instant,
+        validators: Option<&Validators>,
+    ) -> std::result::Result<Fetched, Retry> {
         let mut rq = self.client.get(url.clone());
         if let Some(v) = validators {
             if let Some(e) = &v.etag {
@@ -191,7 +198,8 @@ impl Http {
         })?;
         let status = resp.status();
         let final_url = resp.url().clone();
-        let header = |k: reqwest::header::HeaderName| resp.headers().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let header =
+            |k: reqwest::header::HeaderName| resp.headers().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
         let ctype = header(reqwest::header::CONTENT_TYPE);
         let (etag, last_modified) = (header(reqwest::header::ETAG), header(reqwest::header::LAST_MODIFIED));
         if status.as_u16() == 429 || status.is_server_error() {

@@ -20,17 +20,26 @@ fn kill_9_in_every_stage_loses_nothing_and_leaves_nothing() {
     assert!(
         out.status.success(),
         "crash harness failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr).chars().rev().take(4000).collect::<String>().chars().rev().collect::<String>()
+        String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .rev()
+            .take(4000)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect::<String>()
     );
     let r: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(r["kills"].as_u64().unwrap() >= 20, "{text}");
     assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{text}");
     let by = r["kills_by_stage"].as_object().unwrap();
-    for stage in ["crawl (http)", "crawl (webdriver)", "generate (openai)", "generate (embedded)", "score (embedding)"] {
+    for stage in ["crawl (http)", "crawl (webdriver)", "generate (openai)", "generate (embedded)", "score (embedding)"]
+    {
         assert!(by.get(stage).and_then(|v| v.as_u64()).unwrap_or(0) >= 1, "no kill landed in {stage}: {text}");
     }
     let tables = r["tables_compared"].as_object().unwrap();
-    for t in ["pages", "code_blocks", "pairs_raw", "pairs", "generations", "validations", "scores", "repairs", "stats"] {
+    for t in ["pages", "code_blocks", "pairs_raw", "pairs", "generations", "validations", "scores", "repairs", "stats"]
+    {
         assert!(tables.get(t).and_then(|v| v.as_u64()).unwrap_or(0) > 0, "table {t} not compared: {text}");
     }
     println!("{text}");

@@ -156,7 +156,8 @@ impl Drop for Served {
 fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     let dir = tempfile::tempdir().unwrap();
     let site = format!("serve = \"{}\"", docsite().display());
-    let cfg = config(dir.path(), SERVICES, &site, "http", "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 5\n");
+    let cfg =
+        config(dir.path(), SERVICES, &site, "http", "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 5\n");
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     assert_same(&crawled_pairs(&wh), &golden_all("http"), "http");
@@ -199,7 +200,13 @@ fn webdriver_backend_extracts_the_golden_pairs_including_javascript_examples() {
     assert!(has_browser(), "chromium and chromedriver are required (scripts/deps.sh installs them)");
     let dir = tempfile::tempdir().unwrap();
     let site = format!("serve = \"{}\"", docsite().display());
-    let cfg = config(dir.path(), SERVICES, &site, "webdriver", "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\n");
+    let cfg = config(
+        dir.path(),
+        SERVICES,
+        &site,
+        "webdriver",
+        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\n",
+    );
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     let got = crawled_pairs(&wh);

@@ -369,7 +369,6 @@ struct LlamaServer(std::process::Child);
 
 impl LlamaServer {
     fn start() -> (LlamaServer, String) {
-
         let assets = std::env::var_os("DOC2CI_ASSETS")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
@@ -487,7 +486,9 @@ fn a_fake_key_is_never_written_or_printed() {
     // Parquet pages may be compressed: read every text column back through DuckDB as well.
     let found = duck(
         &wh,
-        &format!("SELECT COUNT(*) FROM {GENS} WHERE contains(coalesce(error, '') || coalesce(raw_output, ''), '{KEY}')"),
+        &format!(
+            "SELECT COUNT(*) FROM {GENS} WHERE contains(coalesce(error, '') || coalesce(raw_output, ''), '{KEY}')"
+        ),
     );
     assert_eq!(found[0][0], 0);
 }

@@ -93,7 +93,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                     ".availability",
                     "#markdown-toc",
                     ".clip-btn",
-                    ]),
+                ]),
                 yaml_blocks: list(&[
                     ".highlight pre > code[data-lang=\"yaml\"]",
                     ".highlight pre > code[data-lang=\"yml\"]",
@@ -141,7 +141,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                     "td.icon",
                     ".source-toolbox",
                     ".tablist",
-                    ]),
+                ]),
                 yaml_blocks: list(&[
                     "pre > code[data-lang=\"yaml\"]",
                     "pre > code[data-lang=\"yml\"]",
@@ -172,14 +172,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 keep_query: false,
                 sitemap: false,
                 content_root: "main#main, main".into(),
-                remove: list(&[
-                    "nav",
-                    "footer",
-                    "button",
-                    "aside.improve-page",
-                    "#toc",
-                    "a.toc-anchor",
-                    ]),
+                remove: list(&["nav", "footer", "button", "aside.improve-page", "#toc", "a.toc-anchor"]),
                 yaml_blocks: list(&[
                     "div.language-yaml.highlighter-rouge pre > code",
                     "div.language-yml.highlighter-rouge pre > code",

@@ -111,7 +111,20 @@ struct Walker<'a> {
 fn block_level(name: &str) -> bool {
     matches!(
         name,
-        "pre" | "ul" | "ol" | "dl" | "table" | "script" | "style" | "template" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+        "pre"
+            | "ul"
+            | "ol"
+            | "dl"
+            | "table"
+            | "script"
+            | "style"
+            | "template"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
     )
 }
 
@@ -302,7 +315,11 @@ pub fn canonical(html: &str, base: &Url) -> Option<Url> {
     let doc = Html::parse_document(html);
     let sel = Selector::parse("link[rel][href]").expect("static selector");
     doc.select(&sel)
-        .find(|l| l.value().attr("rel").is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("canonical"))))
+        .find(|l| {
+            l.value()
+                .attr("rel")
+                .is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("canonical")))
+        })
         .and_then(|l| base.join(l.value().attr("href")?.trim()).ok())
 }
 
@@ -438,10 +455,7 @@ rvm: 3.2</code></pre></div></li>
               <ul><li>Inner <em>one</em></li><li><p>Inner two</p></li></ul>
               outer tail</li></ul>
             <pre><code class="language-yaml">jobs: {}</code></pre></main>"#;
-        assert_eq!(
-            pairs(html, &profile()),
-            vec![own("Jobs", "Outer item outer tail Inner one Inner two", "jobs: {}")]
-        );
+        assert_eq!(pairs(html, &profile()), vec![own("Jobs", "Outer item outer tail Inner one Inner two", "jobs: {}")]);
     }
 
     #[test]
@@ -496,7 +510,11 @@ orbs:
         assert_eq!(
             pairs(html, &p.compile().unwrap()),
             vec![
-                own("Orbs", "Orbs need a version: 2.1 config. Pin the orb.", "version: 2.1\norbs:\n  node: circleci/node@5"),
+                own(
+                    "Orbs",
+                    "Orbs need a version: 2.1 config. Pin the orb.",
+                    "version: 2.1\norbs:\n  node: circleci/node@5"
+                ),
                 own("Orbs", "Orbs need a version: 2.1 config. Pin the orb. The version.", "b: 2"),
             ]
         );
@@ -509,7 +527,10 @@ orbs:
             <p>Secrets are not passed to forks.</p></div>
             <ul><li><p>Step one.</p><p>Step one.</p></li></ul>
             <pre><code class="language-yaml">env: {}</code></pre></main>"#;
-        assert_eq!(pairs(html, &profile()), vec![own("Secrets", "Note Secrets are not passed to forks. Step one.", "env: {}")]);
+        assert_eq!(
+            pairs(html, &profile()),
+            vec![own("Secrets", "Note Secrets are not passed to forks. Step one.", "env: {}")]
+        );
     }
 
     #[test]

@@ -55,7 +55,12 @@ fn crawl(p: &Profile) -> (Vec<Row>, Vec<String>, BTreeMap<String, usize>) {
     let compiled = p.compile().unwrap();
     let origin = Url::parse("http://docs.test/").unwrap();
     let robots = Robots::parse(&std::fs::read_to_string(site().join("robots.txt")).unwrap());
-    let scope = Scope { origin: origin.clone(), prefixes: p.allowed_prefixes.clone(), exclude: p.exclude_paths.clone(), robots };
+    let scope = Scope {
+        origin: origin.clone(),
+        prefixes: p.allowed_prefixes.clone(),
+        exclude: p.exclude_paths.clone(),
+        robots,
+    };
     let mut queue: VecDeque<Url> =
         p.start_urls.iter().map(|s| normalize(&origin.join(s).unwrap(), p.keep_query)).collect();
     let mut seen: HashSet<Url> = queue.iter().cloned().collect();

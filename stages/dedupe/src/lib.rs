@@ -143,7 +143,10 @@ mod tests {
 
     #[test]
     fn descriptions_that_contain_their_reference_are_flagged() {
-        assert_eq!(leak("Add this: language: ruby rvm: 3.2 to the file.", "language: ruby\nrvm: 3.2\n"), Some("reference"));
+        assert_eq!(
+            leak("Add this: language: ruby rvm: 3.2 to the file.", "language: ruby\nrvm: 3.2\n"),
+            Some("reference")
+        );
         let reference = "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: npm test --coverage";
         let most = "Use runs-on: ubuntu-latest and uses: actions/checkout@v4 then run: npm test --coverage.";
         assert_eq!(leak(most, reference), Some("lines"));
@@ -152,7 +155,8 @@ mod tests {
         // Short lines alone never count: `jobs:` is a word of the prose.
         assert_eq!(leak("The jobs: key holds build:", "jobs:\n  build: {}"), None);
         assert_eq!(leak("Anything.", ""), None);
-        let rows = vec![raw("1", "T", "Write on: push here.", "on: push", "a", 0), raw("2", "T", "D", "on: push", "b", 1)];
+        let rows =
+            vec![raw("1", "T", "Write on: push here.", "on: push", "a", 0), raw("2", "T", "D", "on: push", "b", 1)];
         let p = dedupe(&rows, Mode::Normalized);
         assert_eq!(p[0].leak.as_deref(), Some("reference"));
         assert_eq!(p[1].leak, None);

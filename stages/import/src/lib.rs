@@ -236,7 +236,11 @@ impl Record {
                 have.sort_unstable();
                 Err(ImportError {
                     line: self.line,
-                    message: format!("missing column `{}` (for {field}); the columns are: {}", map.col(field), have.join(", ")),
+                    message: format!(
+                        "missing column `{}` (for {field}); the columns are: {}",
+                        map.col(field),
+                        have.join(", ")
+                    ),
                     missing_column: Some(map.col(field).to_string()),
                 })
             }
@@ -296,7 +300,10 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
     let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
         match rec.get(map, field).map(str::trim) {
             None | Some("") => Ok(None),
-            Some(v) => v.parse::<f64>().map(|x| Some(x * scale)).map_err(|_| ImportError::at(rec.line, format!("`{}` is not a number: {v:?}", map.col(field)))),
+            Some(v) => v
+                .parse::<f64>()
+                .map(|x| Some(x * scale))
+                .map_err(|_| ImportError::at(rec.line, format!("`{}` is not a number: {v:?}", map.col(field)))),
         }
     };
     let latency_ms = match number("latency_ms", 1.0)? {

@@ -86,7 +86,10 @@ fn crafted_cases_match_check_jsonschema() {
 
     let probe = Command::new("python3").args(["-c", "import check_jsonschema, ruamel.yaml"]).output();
     if !matches!(probe, Ok(ref o) if o.status.success()) {
-        assert!(std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(), "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)");
+        assert!(
+            std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(),
+            "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)"
+        );
         println!("python3 lacks check-jsonschema/ruamel.yaml: compared with the recorded verdicts only");
         return;
     }

@@ -148,7 +148,10 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     let (peer_tsv, from) = match run_peer(&tmp) {
         Some(t) => (t, "ran tests/peers/validity_peer.py"),
         None => {
-            assert!(std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(), "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)");
+            assert!(
+                std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(),
+                "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)"
+            );
             (committed_peer(), "python3 lacks check-jsonschema/ruamel.yaml: using the committed peer_validity.tsv.gz")
         }
     };

@@ -307,7 +307,10 @@ print(json.dumps(out))
         .stderr(Stdio::piped())
         .spawn()
     else {
-        assert!(std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(), "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)");
+        assert!(
+            std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(),
+            "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)"
+        );
         println!("no python3: compared with the recorded ruamel results only");
         return;
     };
@@ -317,7 +320,10 @@ print(json.dumps(out))
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("No module named 'ruamel'"), "the ruamel peer failed:\n{stderr}");
-        assert!(std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(), "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)");
+        assert!(
+            std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(),
+            "DOC2CI_REQUIRE_PEERS is set and the peer is missing (run scripts/deps.sh test)"
+        );
         println!("python3 lacks ruamel.yaml: compared with the recorded results only");
         return;
     }
