@@ -307,10 +307,17 @@ def main() -> int:
                     with open(runlog, "a") as f:
                         p = subprocess.Popen([a.doc2ci, "run", "--config", str(cfg)], stdout=f, stderr=f, env=slow)
                     fire = None
+                    seen_text, pos = "", start
                     while p.poll() is None:
                         now = time.time()
                         if k is not None and fire is None:
-                            started = [l[4:].split(" (", 1)[0] for l in runlog.read_text()[start:].splitlines()
+                            # Only the bytes appended since the last look (polled every 5 ms).
+                            with open(runlog, "rb") as lf:
+                                lf.seek(pos)
+                                new = lf.read()
+                            pos += len(new)
+                            seen_text += new.decode(errors="replace")
+                            started = [l[4:].split(" (", 1)[0] for l in seen_text.splitlines()
                                        if l.startswith("run ")]
                             # Each partition is a kill target once, so every run gets further: the
                             # study always ends, and the last stages (stats, report) get theirs too.

@@ -92,3 +92,18 @@ pub fn file_times(dir: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
     v.sort();
     v
 }
+
+/// Rows of a query run by the real DuckDB; `{wh}` in the SQL stands for the warehouse folder.
+pub fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
+    let sql = sql.replace("{wh}", wh.to_str().unwrap());
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import duckdb,json,sys; print(json.dumps(duckdb.connect().execute(sys.argv[1]).fetchall(), default=str))",
+            &sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "DuckDB: {}\n{sql}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -356,17 +356,8 @@ fn benchmark_release_round_trip_keeps_pair_ids() {
     )
     .unwrap();
     run_ok(&["run", "--config", cfg2.to_str().unwrap()]);
-    let ids = |wh: &std::path::Path| -> Vec<String> {
-        let out = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import duckdb,sys,json; print(json.dumps([r[0] for r in duckdb.connect().execute(\"SELECT pair_id FROM read_parquet('\" + sys.argv[1] + \"/pairs/**/*.parquet') ORDER BY pair_id\").fetchall()]))",
-                wh.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+    let ids = |wh: &std::path::Path| -> Vec<serde_json::Value> {
+        duck(wh, "SELECT pair_id FROM read_parquet('{wh}/pairs/**/*.parquet') ORDER BY pair_id").concat()
     };
     let (a, b) = (ids(&d.join("wh")), ids(&second.join("wh")));
     assert_eq!(a.len() as u64, KEPT);

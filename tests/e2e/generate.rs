@@ -44,21 +44,6 @@ fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
     p
 }
 
-/// Rows of a query run by the real DuckDB; `{wh}` in the SQL stands for the warehouse folder.
-fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
-    let sql = sql.replace("{wh}", wh.to_str().unwrap());
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import duckdb,json,sys; print(json.dumps(duckdb.connect().execute(sys.argv[1]).fetchall(), default=str))",
-            &sql,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "DuckDB: {}\n{sql}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)";
 
 #[test]
