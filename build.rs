@@ -61,10 +61,12 @@ fn workspace_deps(manifest: &str) -> Vec<String> {
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     println!("cargo:rerun-if-changed=stages");
+    println!("cargo:rerun-if-changed=libs");
     println!("cargo:rerun-if-changed=src");
-    // Each stage crate: own hash (src/ and Cargo.toml) and workspace dependencies.
+    // Each stage and library crate: own hash (src/ and Cargo.toml) and workspace dependencies.
     let mut own: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
-    for e in fs::read_dir(root.join("stages")).unwrap().flatten() {
+    let crates = ["stages", "libs"].into_iter().flat_map(|d| fs::read_dir(root.join(d)).unwrap().flatten());
+    for e in crates {
         let dir = e.path();
         let Ok(manifest) = fs::read_to_string(dir.join("Cargo.toml")) else { continue };
         let name = format!("doc2ci-{}", dir.file_name().unwrap().to_string_lossy());
@@ -102,7 +104,10 @@ fn main() {
     // The engine's own code that shapes rows (fetching, asking models): hashed like a crate.
     out.push_str("/// (engine module, version) for the glue that shapes rows itself.\n");
     out.push_str("pub const GLUE: &[(&str, &str)] = &[\n");
-    for (name, paths) in [("crawl", vec!["src/crawl"]), ("generation", vec!["src/generation.rs"])] {
+    for (name, paths) in [
+        ("crawl", vec!["src/crawl", "src/jobs/crawl.rs"]),
+        ("generation", vec!["src/jobs/generate.rs", "src/jobs/repair.rs", "src/backends"]),
+    ] {
         let mut files = Vec::new();
         for p in paths {
             let p = root.join(p);

@@ -16,7 +16,7 @@ MODULES = [
     "html5lib", "bs4",
     # statistics peers (tests/py/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
-    # generation peers (stages/llm, stages/smollm, tests/e2e/generate.rs)
+    # generation peers (libs/llm, libs/smollm, tests/e2e/generate.rs)
     "llama_cpp", "llama_cpp.server", "openai",
 ]
 

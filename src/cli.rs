@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
-use crate::engine::{Action, Pipeline};
+use crate::engine::Action;
 use crate::sql::{self, Format};
 use crate::ui::Ui;
 use crate::warehouse::{self, Warehouse};
@@ -146,7 +146,7 @@ pub fn main() -> i32 {
 fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
     match cmd {
         Cmd::Run { config, only } => {
-            let p = Pipeline::new(Config::load(&config)?)?;
+            let p = crate::jobs::pipeline(&Config::load(&config)?)?;
             let info = p.run(&only, ui)?;
             if info.ran == 0 {
                 println!("nothing to do: all {} partitions are up to date", info.reused);
@@ -168,7 +168,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
             let _ = format;
-            println!("{}", crate::generation::export_finetune(&cfg, &wh, folds, &out)?);
+            println!("{}", crate::jobs::export_finetune(&cfg, &wh, folds, &out)?);
             Ok(())
         }
         Cmd::Export { table, config, out, .. } if table == "benchmark" => {
@@ -233,7 +233,7 @@ fn open_warehouse(config: &Path) -> Result<Warehouse> {
 }
 
 fn plan(config: &Path) -> Result<()> {
-    let p = Pipeline::new(Config::load(config)?)?;
+    let p = crate::jobs::pipeline(&Config::load(config)?)?;
     let plan = p.plan()?;
     let (mut run, mut maybe, mut reuse) = (0, 0, 0);
     for it in &plan.items {
@@ -291,7 +291,7 @@ fn status(config: &Path) -> Result<()> {
 }
 
 fn gc(config: &Path, ui: &Ui) -> Result<()> {
-    let p = Pipeline::new(Config::load(config)?)?;
+    let p = crate::jobs::pipeline(&Config::load(config)?)?;
     let wh = p.warehouse();
     let _lock = wh.lock()?;
     let mut st = wh.load_state()?;

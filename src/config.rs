@@ -31,14 +31,47 @@ pub struct Service {
 #[derive(Debug, Clone, Serialize)]
 pub struct Source {
     pub name: String,
-    /// `import` (a file of pairs) or `crawl` (a documentation site).
-    pub kind: String,
+    pub service: String,
+    pub kind: SourceKind,
+}
+
+/// Where a source's pairs come from; each kind carries only its own keys.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A file of pairs (or a folder written by `doc2ci export benchmark`).
+    Import(ImportSource),
+    /// A documentation site.
+    Crawl(CrawlSource),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportSource {
     pub format: String,
     pub path: PathBuf,
-    pub service: String,
     pub columns: BTreeMap<String, String>,
     pub skip_bad_rows: bool,
-    pub crawl: Option<CrawlSource>,
+}
+
+impl Source {
+    pub fn crawl(&self) -> Option<&CrawlSource> {
+        match &self.kind {
+            SourceKind::Crawl(c) => Some(c),
+            SourceKind::Import(_) => None,
+        }
+    }
+    pub fn import(&self) -> Option<&ImportSource> {
+        match &self.kind {
+            SourceKind::Import(i) => Some(i),
+            SourceKind::Crawl(_) => None,
+        }
+    }
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            SourceKind::Import(_) => "import",
+            SourceKind::Crawl(_) => "crawl",
+        }
+    }
 }
 
 /// A `kind = "crawl"` source: which profile, which site, which backend.
@@ -56,22 +89,98 @@ pub struct CrawlSource {
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
     pub name: String,
-    pub backend: String,
     pub family: Option<String>,
     pub size_b: Option<f64>,
     pub code: Option<bool>,
     pub proprietary: Option<bool>,
     /// A declared model this one was fine-tuned from (RQ6 compares them pair by pair).
     pub base_model: Option<String>,
-    /// `import` backend: the file of outputs, its format, which service and source it answers.
-    pub path: Option<PathBuf>,
+    pub kind: ModelKind,
+}
+
+/// Where a model's outputs come from; each kind carries only its own settings.
+#[derive(Debug, Clone, Serialize)]
+pub enum ModelKind {
+    /// `backend = "import"`: a file of outputs answering one service's pairs of one source.
+    Import(ImportModel),
+    /// A generative backend (`crate::backends`): how to call the model.
+    Generate(GenSettings),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportModel {
+    pub path: PathBuf,
     pub format: String,
-    pub service: Option<String>,
-    pub source: Option<String>,
+    pub service: String,
+    /// The source whose pair IDs the file's rows refer to.
+    pub source: String,
     pub columns: BTreeMap<String, String>,
     pub skip_bad_rows: bool,
-    /// Generative backends (`openai`, `ollama`, `embedded`): how to call the model.
-    pub gen: Option<GenSettings>,
+}
+
+impl Model {
+    pub fn gen(&self) -> Option<&GenSettings> {
+        match &self.kind {
+            ModelKind::Generate(g) => Some(g),
+            ModelKind::Import(_) => None,
+        }
+    }
+    pub fn import(&self) -> Option<&ImportModel> {
+        match &self.kind {
+            ModelKind::Import(i) => Some(i),
+            ModelKind::Generate(_) => None,
+        }
+    }
+    /// `import`, or the generative backend's name.
+    pub fn backend(&self) -> &str {
+        match &self.kind {
+            ModelKind::Import(_) => "import",
+            ModelKind::Generate(g) => &g.key.backend,
+        }
+    }
+}
+
+/// A model entry while it is checked; becomes a [`Model`] once every rule holds.
+struct FlatModel {
+    name: String,
+    backend: String,
+    family: Option<String>,
+    size_b: Option<f64>,
+    code: Option<bool>,
+    proprietary: Option<bool>,
+    base_model: Option<String>,
+    path: Option<PathBuf>,
+    format: String,
+    service: Option<String>,
+    source: Option<String>,
+    columns: BTreeMap<String, String>,
+    skip_bad_rows: bool,
+    gen: Option<GenSettings>,
+}
+
+impl FlatModel {
+    fn typed(self) -> Model {
+        let kind = match self.gen {
+            Some(g) => ModelKind::Generate(g),
+            None => ModelKind::Import(ImportModel {
+                path: self.path.expect("checked: an import model has a path"),
+                format: self.format,
+                service: self.service.expect("checked: an import model names its service"),
+                source: self.source.expect("checked: an import model names its source"),
+                columns: self.columns,
+                skip_bad_rows: self.skip_bad_rows,
+            }),
+        };
+        Model {
+            name: self.name,
+            family: self.family,
+            size_b: self.size_b,
+            code: self.code,
+            proprietary: self.proprietary,
+            base_model: self.base_model,
+            kind,
+        }
+    }
 }
 
 /// How a generative model is called. `key` part (what changes the outputs) is in the cache
@@ -477,10 +586,6 @@ struct RawModel {
 }
 
 const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
-const BACKENDS: &[&str] = &["import", "openai", "ollama", "embedded"];
-
-/// The embedded model's weights, as `doc2ci setup` fetches them.
-pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Partition values end up in folder names (`model=…`), so they must be path-safe.
 fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
@@ -627,17 +732,17 @@ impl Config {
             }
             sources.push(Source {
                 name,
-                kind: "import".into(),
-                format,
-                path: full,
                 service,
-                columns: s.columns,
-                skip_bad_rows: s.skip_bad_rows,
-                crawl: None,
+                kind: SourceKind::Import(ImportSource {
+                    format,
+                    path: full,
+                    columns: s.columns,
+                    skip_bad_rows: s.skip_bad_rows,
+                }),
             });
         }
 
-        let mut models: Vec<Model> = Vec::new();
+        let mut models: Vec<FlatModel> = Vec::new();
         let mut bases = Vec::new();
         for m in raw.models {
             let span = m.span();
@@ -648,11 +753,15 @@ impl Config {
             if models.iter().any(|x| x.name == *m.name.get_ref()) {
                 return cx.err(m.name.span(), "models.name", format!("duplicate model name `{}`", m.name.get_ref()));
             }
-            if !BACKENDS.contains(&m.backend.get_ref().as_str()) {
+            if m.backend.get_ref() != "import" && crate::backends::kind(m.backend.get_ref()).is_none() {
                 return cx.err(
                     m.backend.span(),
                     "models.backend",
-                    format!("unknown backend `{}` (one of {})", m.backend.get_ref(), BACKENDS.join(", ")),
+                    format!(
+                        "unknown backend `{}` (one of {})",
+                        m.backend.get_ref(),
+                        crate::backends::names().join(", ")
+                    ),
                 );
             }
             let service = match &m.service {
@@ -660,7 +769,7 @@ impl Config {
                 None if services.len() == 1 => Some(services[0].name.clone()),
                 None => None,
             };
-            let mut model = Model {
+            let mut model = FlatModel {
                 name: m.name.get_ref().clone(),
                 backend: m.backend.get_ref().clone(),
                 family: m.family.clone(),
@@ -683,8 +792,9 @@ impl Config {
                     sp,
                     &format!("models.{k}"),
                     format!(
-                        "model `{}`: `{k}` applies to generative backends (openai, ollama, embedded), not import",
-                        model.name
+                        "model `{}`: `{k}` applies to generative backends ({}), not import",
+                        model.name,
+                        crate::backends::names()[1..].join(", ")
                     ),
                 );
             }
@@ -819,8 +929,7 @@ impl Config {
         if raw.stages.stats.bootstrap_resamples == 0 {
             bail!("{}: `stages.stats.bootstrap_resamples` must be at least 1", file.display());
         }
-        let known: Vec<&str> =
-            doc2ci_stats::study::SIMILARITY.iter().chain(doc2ci_stats::study::VALIDITY).copied().collect();
+        let known = doc2ci_stats::study::tested_metrics(doc2ci_score::metric_infos());
         if let Some(bad) = raw.stages.stats.ci_metrics.iter().find(|m| !known.contains(&m.as_str())) {
             bail!(
                 "{}: `stages.stats.ci_metrics`: unknown metric `{bad}` (known: {})",
@@ -851,7 +960,7 @@ impl Config {
             threads,
             services,
             sources,
-            models,
+            models: models.into_iter().map(FlatModel::typed).collect(),
             stages: raw.stages,
         })
     }
@@ -986,13 +1095,8 @@ fn crawl_source(
     }
     Ok(Source {
         name,
-        kind: "crawl".into(),
-        format: String::new(),
-        path: serve.clone().unwrap_or_default(),
         service,
-        columns: BTreeMap::new(),
-        skip_bad_rows: false,
-        crawl: Some(CrawlSource { profile_name: pname.get_ref().clone(), profile, serve, url, backend }),
+        kind: SourceKind::Crawl(CrawlSource { profile_name: pname.get_ref().clone(), profile, serve, url, backend }),
     })
 }
 
@@ -1040,31 +1144,40 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             );
         }
     }
-    match backend {
-        "openai" | "ollama" if base_urls.is_empty() => {
-            return cx.err(
-                span,
-                "models.base_url",
-                format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"),
-            );
-        }
-        "embedded" if !base_urls.is_empty() => {
-            return cx.err(
-                url_span,
-                "models.base_url",
-                format!("model `{name}`: the embedded model runs in-process; it has no `base_url`"),
-            );
-        }
-        _ => {}
+    let kind = crate::backends::kind(backend).expect("checked against the registry");
+    if kind.needs_url && base_urls.is_empty() {
+        return cx.err(
+            span,
+            "models.base_url",
+            format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"),
+        );
     }
-    if backend != "openai" {
-        if let Some(k) = &m.api_key_env {
-            return cx.err(
-                k.span(),
-                "models.api_key_env",
-                format!("model `{name}`: only the openai backend sends an API key"),
-            );
-        }
+    if !kind.needs_url && !base_urls.is_empty() {
+        return cx.err(
+            url_span,
+            "models.base_url",
+            format!("model `{name}`: the {backend} model runs in-process; it has no `base_url`"),
+        );
+    }
+    // Keys that only some backends read.
+    let only = |key: &str| -> String {
+        let takers: Vec<&str> =
+            crate::backends::BACKENDS.iter().filter(|k| k.keys.contains(&key)).map(|k| k.name).collect();
+        takers.join(", ")
+    };
+    if let Some(k) = m.api_key_env.as_ref().filter(|_| !kind.keys.contains(&"api_key_env")) {
+        return cx.err(
+            k.span(),
+            "models.api_key_env",
+            format!("model `{name}`: only the {} backend sends an API key", only("api_key_env")),
+        );
+    }
+    if m.num_ctx.is_some() && !kind.keys.contains(&"num_ctx") {
+        return cx.err(
+            span,
+            "models.num_ctx",
+            format!("model `{name}`: `num_ctx` is a setting of {}", only("num_ctx")),
+        );
     }
     if let Some(k) = &m.api_key_env {
         let v = k.get_ref();
@@ -1081,17 +1194,17 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             );
         }
     }
-    let model_id = match (backend, &m.model) {
-        ("embedded", Some(s)) => {
+    let model_id = match (kind.default_model, &m.model) {
+        (Some(fixed), Some(s)) => {
             return cx.err(
                 s.span(),
                 "models.model",
-                format!("model `{name}`: the embedded backend always runs SmolLM2-135M-Instruct"),
+                format!("model `{name}`: the {backend} backend always runs {fixed}"),
             )
         }
-        ("embedded", None) => SMOLLM2_GGUF.to_string(),
-        (_, Some(s)) => s.get_ref().clone(),
-        (_, None) => name.clone(),
+        (Some(fixed), None) => fixed.to_string(),
+        (None, Some(s)) => s.get_ref().clone(),
+        (None, None) => name.clone(),
     };
     let temperature = m.temperature.as_ref().map_or(0.0, |t| *t.get_ref());
     if let Some(t) = &m.temperature {
@@ -1114,7 +1227,8 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             return cx.err(t.span(), "models.max_tokens", format!("model `{name}`: at least 1"));
         }
     }
-    let concurrency = m.concurrency.as_ref().map_or(if backend == "embedded" { 1 } else { 4 }, |c| *c.get_ref());
+    // One in-process model has nothing to gain from parallel requests; a server does.
+    let concurrency = m.concurrency.as_ref().map_or(if kind.needs_url { 4 } else { 1 }, |c| *c.get_ref());
     if let Some(c) = &m.concurrency {
         if concurrency == 0 {
             return cx.err(c.span(), "models.concurrency", format!("model `{name}`: at least 1"));
@@ -1141,9 +1255,6 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             }
         },
     };
-    if backend != "ollama" && m.num_ctx.is_some() {
-        return cx.err(span, "models.num_ctx", format!("model `{name}`: `num_ctx` is an Ollama setting"));
-    }
     let params: serde_json::Map<String, serde_json::Value> = match &m.params {
         Some(t) => match serde_json::to_value(t)? {
             serde_json::Value::Object(o) => o,
@@ -1151,11 +1262,11 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         },
         None => serde_json::Map::new(),
     };
-    if backend == "embedded" && !params.is_empty() {
+    if !kind.needs_url && !params.is_empty() {
         return cx.err(
             span,
             "models.params",
-            format!("model `{name}`: the embedded backend takes no extra request parameters"),
+            format!("model `{name}`: the {backend} backend takes no extra request parameters"),
         );
     }
     let svcs = match &m.services {
@@ -1237,11 +1348,11 @@ mod tests {
             format!("[[sources]]\nkind = \"crawl\"\nservice = \"travis-ci\"\nprofile = \"{profile}\"\nurl = \"https://docs.example.com\"\n")
         };
         let c = parse(&format!("{head}{}", src("travis-docs"))).unwrap();
-        let p = &c.sources[0].crawl.as_ref().unwrap().profile;
+        let p = &c.sources[0].crawl().unwrap().profile;
         assert_eq!(p.allowed_prefixes, ["/user/"]);
         let mirror = "[profiles.mirror]\nbase = \"travis-docs\"\nallowed_prefixes = [\"/snapshot/user/\"]\nstart_urls = [\"/snapshot/user/tutorial/\"]\n";
         let c = parse(&format!("{head}{}{mirror}", src("mirror"))).unwrap();
-        let p = &c.sources[0].crawl.as_ref().unwrap().profile;
+        let p = &c.sources[0].crawl().unwrap().profile;
         assert_eq!(
             (p.allowed_prefixes.as_slice(), p.start_urls.as_slice()),
             (&["/snapshot/user/".to_string()][..], &["/snapshot/user/tutorial/".to_string()][..])
@@ -1284,10 +1395,10 @@ mod tests {
              [stages.repair]\nenabled = true\nmodel = \"small\"\n"
         ))
         .unwrap();
-        let e = c.models[0].gen.as_ref().unwrap();
+        let e = c.models[0].gen().unwrap();
         assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 1));
         assert_eq!(e.services, ["github-actions"]);
-        let f = c.models[1].gen.as_ref().unwrap();
+        let f = c.models[1].gen().unwrap();
         assert_eq!(f.base_urls.len(), 2);
         assert_eq!((f.key.model_id.as_str(), f.key.samples, f.key.few_shot, f.key.retrieval), ("qwen", 5, 3, 3));
         assert_eq!(f.key.params["top_p"], 0.9);

@@ -56,7 +56,7 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
                 raw += wh.read::<RawPair>(&rp)?.len();
             }
         }
-        let crawled = cfg.sources.iter().any(|x| x.service == s.name && x.crawl.is_some());
+        let crawled = cfg.sources.iter().any(|x| x.service == s.name && x.crawl().is_some());
         let distinct: std::collections::HashSet<String> =
             p.iter().map(|x| doc2ci_rows::collapse_ws(&x.description)).collect();
         services.push(json!({
@@ -74,8 +74,8 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
     }
     let mut sources = Vec::new();
     for src in &cfg.sources {
-        let mut o = json!({"name": src.name, "service": src.service, "kind": src.kind});
-        match &src.crawl {
+        let mut o = json!({"name": src.name, "service": src.service, "kind": src.kind_name()});
+        match src.crawl() {
             Some(c) => {
                 o["profile"] = json!(c.profile_name);
                 o["profile_settings"] = serde_json::to_value(&c.profile)?;
@@ -98,10 +98,11 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
                 }
             }
             None => {
-                o["format"] = json!(src.format);
-                o["file"] = json!(src.path.file_name().map(|f| f.to_string_lossy().into_owned()));
-                if src.path.is_file() {
-                    o["sha256"] = json!(sha256_file(&src.path)?);
+                let f = src.import().expect("a source is crawled or imported");
+                o["format"] = json!(f.format);
+                o["file"] = json!(f.path.file_name().map(|f| f.to_string_lossy().into_owned()));
+                if f.path.is_file() {
+                    o["sha256"] = json!(sha256_file(&f.path)?);
                 }
             }
         }

@@ -12,9 +12,9 @@ use doc2ci_validate::{Service, Validator};
 use crate::assets;
 use crate::warehouse::{self, Warehouse};
 
-/// Asset paths of the schema of each service, as `doc2ci setup` unpacks them.
+/// Asset path of the service's schema, as `doc2ci setup` unpacks it.
 pub fn schema_asset(service: Service) -> String {
-    format!("schemas/{}.json", service.name())
+    service.def().schema_asset.to_string()
 }
 
 pub const EMBED_MODEL: &str = "models/all-minilm-l6-v2/model.safetensors";

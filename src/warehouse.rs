@@ -238,6 +238,31 @@ impl Warehouse {
         rows: &[T],
         extra: &[(String, Vec<u8>)],
     ) -> Result<String> {
+        self.write_as(p, rows, extra, None)
+    }
+
+    /// As [`Self::write`], with the file's columns traced from `template` instead of from `T`'s
+    /// type: for rows whose columns are data the type cannot describe. `scores` is one (a column
+    /// per metric of the score stage's registry): pass `Score::template(doc2ci_score::metric_infos())`.
+    pub fn write_like<T: Serialize + DeserializeOwned>(
+        &self,
+        p: &Partition,
+        rows: &[T],
+        template: &T,
+    ) -> Result<String> {
+        let fields = Vec::<FieldRef>::from_samples(std::slice::from_ref(template), tracing_options())
+            .map_err(|e| anyhow!("schema of rows: {e}"))?;
+        self.write_as(p, rows, &[], Some(&fields))
+    }
+
+    /// The rows file's columns are `fields`, or traced from `T` when None.
+    fn write_as<T: Serialize + DeserializeOwned>(
+        &self,
+        p: &Partition,
+        rows: &[T],
+        extra: &[(String, Vec<u8>)],
+        fields: Option<&[FieldRef]>,
+    ) -> Result<String> {
         let staging = self.meta().join("staging");
         fs::create_dir_all(&staging)?;
         let target = self.dir(p);
@@ -251,7 +276,7 @@ impl Warehouse {
             fs::create_dir_all(path.parent().expect("joined path has a parent"))?;
             fs::rename(&tmp, &path).with_context(|| format!("cannot move {} into place", path.display()))?;
         }
-        let bytes = encode_parquet(p, rows)?;
+        let bytes = encode_parquet(p, rows, fields)?;
         let tmp = staging.join(format!("{}-{}.tmp", p.id().replace(['/', '#'], "~"), unique()));
         {
             let mut f = File::create(&tmp)?;
@@ -440,15 +465,35 @@ fn tracing_options() -> TracingOptions {
     TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
 }
 
-fn encode_parquet<T: Serialize + DeserializeOwned>(p: &Partition, rows: &[T]) -> Result<Vec<u8>> {
+fn encode_parquet<T: Serialize + DeserializeOwned>(
+    p: &Partition,
+    rows: &[T],
+    fields: Option<&[FieldRef]>,
+) -> Result<Vec<u8>> {
     let drop: Vec<&str> = p.values.iter().map(|(k, _)| k.as_str()).collect();
-    encode_rows(rows, &drop)
+    encode_rows_as(rows, &drop, fields)
 }
 
 /// Rows → one Parquet file in memory, without the columns that the folder names carry.
 fn encode_rows<T: Serialize + DeserializeOwned>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
-    let fields = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
-    let batch = serde_arrow::to_record_batch(&fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
+    encode_rows_as(rows, drop, None)
+}
+
+/// As [`encode_rows`], with the columns `fields` rather than traced from `T` when given.
+fn encode_rows_as<T: Serialize + DeserializeOwned>(
+    rows: &[T],
+    drop: &[&str],
+    fields: Option<&[FieldRef]>,
+) -> Result<Vec<u8>> {
+    let traced;
+    let fields = match fields {
+        Some(f) => f,
+        None => {
+            traced = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
+            &traced
+        }
+    };
+    let batch = serde_arrow::to_record_batch(fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
     let keep: Vec<usize> = batch
         .schema()
         .fields()
@@ -542,6 +587,115 @@ mod tests {
         assert_eq!(back, vec![row("b"), row("c")]);
         assert_eq!(parquet_files(&wh.dir(&p)).len(), 1, "superseded file left the table folder");
         assert_eq!(h2, wh.write(&p, &[row("b"), row("c")]).unwrap(), "same rows, same bytes");
+    }
+
+    /// `scores` rows carry their metrics as registry data; written through [`Warehouse::write_like`]
+    /// their files are byte for byte those of the struct that had a field per metric, and read back.
+    #[test]
+    fn scores_files_are_those_of_the_struct_with_a_field_per_metric() {
+        use doc2ci_rows::{MetricKind, MetricValue, Score};
+        use std::borrow::Cow;
+
+        #[derive(Serialize, Deserialize)]
+        struct OldScore {
+            pair_id: String,
+            service: String,
+            model: String,
+            sample: u32,
+            round: u32,
+            cosine: f64,
+            euclidean: f64,
+            bleu: f64,
+            crystal_bleu: f64,
+            rouge_l: f64,
+            chrf: f64,
+            tree_edit: f64,
+            levenshtein: f64,
+            exact: bool,
+            kv_exact: f64,
+            kv_wildcard: f64,
+            #[serde(default)]
+            truncated: bool,
+        }
+        // The registry's metrics that the old struct had (a metric registered later adds a column).
+        let old_metrics = [
+            "cosine",
+            "euclidean",
+            "bleu",
+            "crystal_bleu",
+            "rouge_l",
+            "chrf",
+            "tree_edit",
+            "levenshtein",
+            "exact",
+            "kv_exact",
+            "kv_wildcard",
+        ];
+        let infos: Vec<_> =
+            doc2ci_score::metric_infos().iter().copied().filter(|m| old_metrics.contains(&m.name)).collect();
+        assert_eq!(infos.iter().map(|m| m.name).collect::<Vec<_>>(), old_metrics);
+        let rows: Vec<Score> = (0..5u32)
+            .map(|i| Score {
+                pair_id: format!("p{i}"),
+                service: "github-actions".into(),
+                model: "m".into(),
+                sample: i % 2,
+                round: i / 3,
+                metrics: infos
+                    .iter()
+                    .enumerate()
+                    .map(|(k, m)| {
+                        let v = match m.kind {
+                            MetricKind::Float => MetricValue::Float(i as f64 / 7.0 + k as f64),
+                            MetricKind::Bool => MetricValue::Bool(i % 3 == 0),
+                        };
+                        (Cow::Borrowed(m.name), v)
+                    })
+                    .collect(),
+                truncated: i == 2,
+            })
+            .collect();
+        let old: Vec<OldScore> = rows
+            .iter()
+            .map(|s| {
+                let f = |m: &str| s.get(m).unwrap().as_f64();
+                OldScore {
+                    pair_id: s.pair_id.clone(),
+                    service: s.service.clone(),
+                    model: s.model.clone(),
+                    sample: s.sample,
+                    round: s.round,
+                    cosine: f("cosine"),
+                    euclidean: f("euclidean"),
+                    bleu: f("bleu"),
+                    crystal_bleu: f("crystal_bleu"),
+                    rouge_l: f("rouge_l"),
+                    chrf: f("chrf"),
+                    tree_edit: f("tree_edit"),
+                    levenshtein: f("levenshtein"),
+                    exact: f("exact") == 1.0,
+                    kv_exact: f("kv_exact"),
+                    kv_wildcard: f("kv_wildcard"),
+                    truncated: s.truncated,
+                }
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let wh = Warehouse::new(dir.path());
+        let p = Partition::new(SCORES, &["github-actions", "m"]);
+        let template = Score::template(&infos);
+        let old_hash = wh.write(&p, &old).unwrap();
+        let old_bytes = fs::read(wh.file(&p)).unwrap();
+        assert_eq!(wh.read::<Score>(&p).unwrap(), rows, "files of the old struct read as rows");
+        assert_eq!(wh.write_like(&p, &rows, &template).unwrap(), old_hash);
+        assert_eq!(fs::read(wh.file(&p)).unwrap(), old_bytes);
+        let back: Vec<Score> = wh.read(&p).unwrap();
+        assert_eq!(back, rows);
+        // Rows read back (owning their metric names) write the same bytes again.
+        assert_eq!(wh.write_like(&p, &back, &template).unwrap(), old_hash);
+        // An empty partition has the same columns too.
+        let empty_old = wh.write(&p, &Vec::<OldScore>::new()).unwrap();
+        assert_eq!(wh.write_like(&p, &[], &template).unwrap(), empty_old);
     }
 
     #[test]

@@ -16,13 +16,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use doc2ci_crawl::{in_scope, normalize, Scope};
-use doc2ci_rows::{Page, RawPair};
+use doc2ci_rows::Page;
 use url::Url;
 
-use crate::config::{Config, CrawlSource, Source};
-use crate::engine::Node;
-use crate::ui::Ui;
-use crate::warehouse::{Partition, Warehouse};
+use crate::config::{CrawlParams, CrawlSource, Source};
+use crate::engine::Ctx;
 
 use fetch::{Browser, Fetched, Http, Validators};
 
@@ -41,10 +39,9 @@ fn reused(f: Fetched, pg: &Page) -> Fetched {
 }
 
 /// The backend a source will really use: `auto` is webdriver when a browser is reachable.
-pub fn resolve_backend(cfg: &Config, spec: &CrawlSource) -> String {
+pub fn resolve_backend(p: &CrawlParams, spec: &CrawlSource) -> String {
     match spec.backend.as_str() {
         "auto" => {
-            let p = &cfg.stages.crawl;
             if p.webdriver.is_some()
                 || (fetch::which(&p.chromedriver).is_some()
                     && (p.chromium.is_some()
@@ -103,30 +100,15 @@ enum Job {
 }
 
 /// Fetches the source's site into page rows (the `pages` partition), resuming a checkpoint.
-pub fn crawl(
-    cfg: &Config,
-    src: &Source,
-    wh: &Warehouse,
-    node: &Node,
-    key: &str,
-    ui: &Ui,
-) -> Result<(Vec<Page>, String)> {
+pub fn crawl(p: &CrawlParams, src: &Source, backend: &str, cx: &Ctx) -> Result<(Vec<Page>, String)> {
     let handle = tokio::runtime::Handle::current();
-    handle.block_on(crawl_async(cfg, src, wh, node, key, ui))
+    handle.block_on(crawl_async(p, src, backend.to_string(), cx))
 }
 
-async fn crawl_async(
-    cfg: &Config,
-    src: &Source,
-    wh: &Warehouse,
-    node: &Node,
-    key: &str,
-    ui: &Ui,
-) -> Result<(Vec<Page>, String)> {
-    let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
-    let p = &cfg.stages.crawl;
+async fn crawl_async(p: &CrawlParams, src: &Source, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
+    let spec = src.crawl().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
     let profile = &spec.profile;
-    let backend = resolve_backend(cfg, spec);
+    let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
     let _server;
     let (origin, served) = match (&spec.serve, &spec.url) {
         (Some(dir), _) => {
@@ -166,7 +148,7 @@ async fn crawl_async(
     let mut cache: HashMap<String, Page> = HashMap::new();
     let mut previous: HashMap<String, Page> = HashMap::new();
     let now = chrono::Utc::now();
-    for pg in wh.read::<Page>(&node.part).unwrap_or_default() {
+    for pg in wh.read::<Page>(&cx.node.part).unwrap_or_default() {
         if pg.error.is_some() {
             continue;
         }
@@ -182,9 +164,8 @@ async fn crawl_async(
         }
     }
 
-    let ckpt = wh.checkpoint(&node.part, key);
-    let (mut pages, _, _, _) = ckpt.resume::<Page>()?;
-    let resumed = pages.len();
+    let mut pages = cx.batches::<Page>()?;
+    let resumed = pages.rows().len();
 
     // The frontier: start URLs, then every checkpointed page's links, minus what is done.
     let mut seen: HashSet<String> = HashSet::new();
@@ -193,7 +174,7 @@ async fn crawl_async(
     for s in &profile.start_urls {
         let u = normalize(&resolve(s)?, profile.keep_query);
         if let Some(why) = in_scope(&u, &scope) {
-            ui.info(&format!("{}: start URL {u} skipped: {why}", node.label()));
+            ui.info(&format!("{}: start URL {u} skipped: {why}", label));
             *out_of_scope.entry(why).or_default() += 1;
             continue;
         }
@@ -220,10 +201,10 @@ async fn crawl_async(
                 added += 1;
             }
         }
-        ui.info(&format!("{}: {added} start URLs from {url}", node.label()));
+        ui.info(&format!("{}: {added} start URLs from {url}", label));
     }
     let mut done: HashSet<String> = HashSet::new();
-    for pg in &pages {
+    for pg in pages.rows() {
         done.insert(pg.requested_url.clone());
         done.insert(pg.url.clone());
         for l in &pg.links {
@@ -234,7 +215,7 @@ async fn crawl_async(
     }
     queue.retain(|(u, _)| !done.contains(&shown(u, served)));
     if resumed > 0 {
-        ui.info(&format!("{}: resuming after {resumed} pages, {} URLs queued", node.label(), queue.len()));
+        ui.info(&format!("{}: resuming after {resumed} pages, {} URLs queued", label, queue.len()));
     }
 
     let mut browser = None;
@@ -242,7 +223,7 @@ async fn crawl_async(
         // A crawl killed earlier may have left its browser behind: this run holds the lock, so it is not in use.
         let reaped = fetch::reap_orphans(&wh.meta().join("browser"));
         if reaped > 0 {
-            ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", node.label()));
+            ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", label));
         }
         let scratch = wh.meta().join("browser").join(crate::warehouse::unique());
         browser = Some(Browser::start(p, scratch).await?);
@@ -274,7 +255,7 @@ async fn crawl_async(
                 None => false,
             };
             let can_start =
-                inflight.len() < concurrency && pages.len() + inflight.len() < p.max_pages && !queue.is_empty();
+                inflight.len() < concurrency && pages.rows().len() + inflight.len() < p.max_pages && !queue.is_empty();
             if !front_done && can_start {
                 let wait = rate.until_next();
                 if !wait.is_zero() && !inflight.is_empty() {
@@ -394,7 +375,7 @@ async fn crawl_async(
             let page = Page {
                 service: src.service.clone(),
                 source: src.name.clone(),
-                seq: pages.len() as u64,
+                seq: pages.rows().len() as u64,
                 requested_url: shown(&u, served),
                 url: final_shown,
                 depth,
@@ -415,10 +396,10 @@ async fn crawl_async(
                 transferred: f.transferred,
             };
             if let Some(e) = &page.error {
-                ui.info(&format!("{}: {}: {e}", node.label(), page.requested_url));
+                ui.info(&format!("{}: {}: {e}", label, page.requested_url));
             }
-            ckpt.commit(pages.len() + 1, pages.len() as u64 + 1, 0, std::slice::from_ref(&page))?;
-            pages.push(page);
+            let n = pages.rows().len() as u64 + 1;
+            pages.commit(vec![page], n, 0)?;
         }
         Ok(())
     }
@@ -427,6 +408,7 @@ async fn crawl_async(
         b.close().await;
     }
     result?;
+    let pages = pages.into_rows();
     let secs = t0.elapsed().as_secs_f64();
     let failed = pages.iter().filter(|p| p.error.is_some()).count();
     let mut note = format!("{} pages ({} failed) via {backend} in {secs:.1}s", pages.len(), failed);
@@ -452,88 +434,4 @@ async fn crawl_async(
         note.push_str(&format!("; links not followed: {}", oos.join(", ")));
     }
     Ok((pages, note))
-}
-
-/// Each page with HTML, once per canonical URL (a page reached twice, by a redirect or under
-/// another spelling, is read once), in fetch order, with what extraction found on it.
-fn extracted(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<(Page, doc2ci_crawl::Extraction)>> {
-    let spec = src.crawl.as_ref().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
-    let compiled = spec.profile.compile().map_err(|e| anyhow!("profile `{}`: {e}", spec.profile_name))?;
-    let mut pages: Vec<Page> = wh.read(pages_part)?;
-    pages.sort_by_key(|p| p.seq);
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for pg in pages {
-        let Some(html) = &pg.html else { continue };
-        if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
-            continue;
-        }
-        let e = doc2ci_crawl::extract(html, &compiled);
-        out.push((pg, e));
-    }
-    Ok(out)
-}
-
-/// Every code block of the pages and what became of it: the data of the crawl summary.
-pub fn code_blocks(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<Vec<doc2ci_rows::CodeBlock>> {
-    let mut out = Vec::new();
-    for (pg, e) in extracted(src, wh, pages_part)? {
-        let block = |title: String, kind: &str, detail: String, first_line: String| doc2ci_rows::CodeBlock {
-            service: src.service.clone(),
-            source: src.name.clone(),
-            url: pg.url.clone(),
-            title,
-            kind: kind.into(),
-            detail,
-            first_line,
-        };
-        for x in e.pairs {
-            let first = x.reference.lines().next().unwrap_or_default().to_string();
-            out.push(block(x.title, "pair", String::new(), first));
-        }
-        for s in e.skipped {
-            out.push(block(s.title, &s.reason, s.detail, s.first_line));
-        }
-    }
-    Ok(out)
-}
-
-/// Cached pages → raw pairs, numbered in fetch order.
-pub fn extract(src: &Source, wh: &Warehouse, pages_part: &Partition) -> Result<(Vec<RawPair>, String)> {
-    let mut out = Vec::new();
-    let (mut skipped, mut no_root, mut n_pages) = (HashMap::<String, usize>::new(), 0usize, 0usize);
-    for (pg, e) in extracted(src, wh, pages_part)? {
-        n_pages += 1;
-        if e.error.is_some() {
-            no_root += 1;
-        }
-        for s in e.skipped {
-            *skipped.entry(s.reason).or_default() += 1;
-        }
-        for x in e.pairs {
-            out.push(RawPair {
-                pair_id: doc2ci_rows::pair_id(&src.service, &x.title, &x.description, &x.reference),
-                service: src.service.clone(),
-                url: pg.url.clone(),
-                title: x.title,
-                description: x.description,
-                reference: x.reference,
-                source: src.name.clone(),
-                source_id: format!("{}#{}", pg.url, x.position),
-                position: out.len() as u64,
-            });
-        }
-    }
-    let mut sk: Vec<String> = skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    sk.sort();
-    let mut note = format!(
-        "{} pairs from {n_pages} pages; skipped code blocks: {}",
-        out.len(),
-        if sk.is_empty() { "none".into() } else { sk.join(", ") }
-    );
-    if no_root > 0 {
-        let root = src.crawl.as_ref().map_or("", |c| c.profile.content_root.as_str());
-        note.push_str(&format!("; {no_root} pages without the content root `{root}`"));
-    }
-    Ok((out, note))
 }

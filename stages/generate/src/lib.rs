@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 pub use bm25::Bm25;
 
+/// Part of every generate/repair cache key; the crate's code version already changes with any
+/// edit, this names a deliberate change of what the prompts say.
+pub const PROMPT_VERSION: u32 = 1;
+
 /// The study's system message, verbatim.
 pub const SYSTEM: &str = "You are a highly skilled software developer and DevOps engineer.";
 

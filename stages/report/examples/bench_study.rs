@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use doc2ci_rows::ModelRow;
-use doc2ci_stats::study::{self, Unit, SIMILARITY};
+use doc2ci_rows::{MetricKind, ModelRow};
+use doc2ci_stats::study::{self, Unit};
 use doc2ci_stats::Rng;
 
 fn main() {
@@ -48,6 +48,10 @@ fn main() {
             base_model: None,
         })
         .collect();
+    let metrics = doc2ci_score::metric_infos();
+    let similarity = study::similarity_metrics(metrics);
+    let rates: Vec<&str> =
+        metrics.iter().filter(|m| m.in_study && m.kind == MetricKind::Bool).map(|m| m.name).collect();
     let mut rng = Rng::new(1);
     let mut u01 = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let mut units = Vec::new();
@@ -57,13 +61,15 @@ fn main() {
             for (mi, m) in models.iter().enumerate() {
                 let q = 0.5 + off + mi as f64 * 0.004 - difficulty;
                 let mut values = BTreeMap::new();
-                for (k, metric) in SIMILARITY.iter().enumerate() {
+                for (k, metric) in similarity.iter().enumerate() {
                     let v: f64 = (q + (u01() - 0.5) * 0.4 - k as f64 * 0.03).clamp(0.0, 1.0);
                     values.insert(*metric, (v * 1000.0).round() / 1000.0);
                 }
                 let parse = u01() < 0.97;
                 let schema = parse && u01() < 0.55 + q * 0.3;
-                values.insert("exact", (u01() < 0.02) as u8 as f64);
+                for metric in &rates {
+                    values.insert(*metric, (u01() < 0.02) as u8 as f64);
+                }
                 values.insert("parse_ok", parse as u8 as f64);
                 values.insert("schema_ok", schema as u8 as f64);
                 values.insert("fragment", (u01() < 0.1) as u8 as f64);
@@ -86,7 +92,8 @@ fn main() {
     }
     let zero_shot = units.iter().filter(|u| u.round == 0).count();
     let t = Instant::now();
-    let rows = study::run(&units, &models, &study::Params::default());
+    let params = study::Params { metrics: metrics.to_vec(), ..Default::default() };
+    let rows = study::run(&units, &models, &params);
     let stats_s = t.elapsed().as_secs_f64();
     let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
     let t = Instant::now();
@@ -96,6 +103,7 @@ fn main() {
         units: &units,
         stats: &rows,
         services: &svc_names,
+        metrics,
     });
     let report_s = t.elapsed().as_secs_f64();
     let bytes: usize = files.iter().map(|f| f.1.len()).sum();

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use doc2ci_stats::{percentile, Tier};
 use plotters::prelude::*;
 
-use crate::{mean_of, model_metric_values, model_type, Input, BOX_METRICS};
+use crate::{box_metrics, mean_of, model_metric_values, model_type, Input};
 
 const GENERAL: RGBColor = RGBColor(31, 119, 180);
 const CODE: RGBColor = RGBColor(214, 39, 40);
@@ -94,7 +94,7 @@ pub fn all(inp: &Input) -> Vec<Fig> {
     if let Some(svg) = tiers(inp) {
         figs.push(("fig4_tiers".into(), "Fig. 4. Quality by size tier for general and code-specialized open models (tier means): similarity (left) and schema validity (right).".into(), svg));
     }
-    for metric in BOX_METRICS {
+    for metric in box_metrics(inp) {
         let vals = model_metric_values(inp.units, metric);
         if vals.is_empty() {
             continue;

@@ -1,12 +1,16 @@
 //! The study's report from typed rows: the tables of the paper (Table I per model by tier, Table II
 //! per service, RQ2 scale/specialization, RQ3 service effect, RQ6 repair/fine-tuning, fragment
 //! rates) as HTML, Markdown and CSV, and its figures as SVG (plotters). Pure: rows in, files out.
+//!
+//! Owns: presentation only. Never reads the warehouse and never computes a statistic (it formats
+//! the `stats` rows). Which metrics exist comes from [`Input::metrics`] (the score stage's
+//! registry); what is named here (Table I's cosine and exact) is a choice of what to show.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use doc2ci_rows::ModelRow;
-use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG, SIMILARITY};
+use doc2ci_rows::{MetricInfo, ModelRow};
+use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG};
 use doc2ci_stats::{mean, Tier};
 
 mod figures;
@@ -19,6 +23,8 @@ pub struct Input<'a> {
     pub stats: &'a [StatRow],
     /// service name → display name.
     pub services: &'a BTreeMap<String, String>,
+    /// The score stage's metrics (`doc2ci_score::metric_infos()`), as given to stats.
+    pub metrics: &'a [MetricInfo],
 }
 
 /// A table: caption, header and rows of cells (already formatted). `bold` marks cells to emphasise.
@@ -249,13 +255,14 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             means.get("all", "cosine", m).map_or("–".into(), |r| r.n.to_string()),
         ]);
     }
-    // Bold: best per tier group and metric column (fragment: lowest).
+    // Bold: best per tier group and metric column (a score metric by its direction; fragment: lowest).
+    let lower_is_better = |name: &str| inp.metrics.iter().any(|m| m.name == name && !m.higher_is_better);
     let mut gstart = 0;
     for i in 0..=ordered.len() {
         if i == ordered.len() || (i > 0 && ordered[i].0 != ordered[i - 1].0) {
             for (col, metric, low) in [
-                (3, "cosine", false),
-                (4, "exact", false),
+                (3, "cosine", lower_is_better("cosine")),
+                (4, "exact", lower_is_better("exact")),
                 (5, "parse_ok", false),
                 (6, "schema_ok", false),
                 (7, "fragment", true),
@@ -615,7 +622,10 @@ pub(crate) fn mean_of(v: &[f64]) -> f64 {
     mean(v)
 }
 
-pub(crate) const BOX_METRICS: &[&str] = SIMILARITY;
+/// The metrics drawn as box plots: the graded similarity metrics the study tests.
+pub(crate) fn box_metrics(inp: &Input) -> Vec<&'static str> {
+    doc2ci_stats::study::similarity_metrics(inp.metrics)
+}
 
 /// One file of the report, as the `report` table indexes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

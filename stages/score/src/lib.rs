@@ -1,37 +1,58 @@
-//! doc2ci's similarity metrics (SPEC §5), each matching the Python peer the SPEC names to 1e-9.
+//! doc2ci's similarity metrics (SPEC §5), each matching the Python peer the SPEC names to 1e-9, and
+//! the scoring of a generations partition against its pairs ([`score_all`]).
+//!
+//! Owns: the metric registry ([`METRICS`], one file per metric under `metrics/`) and so the
+//! `scores` columns; every other crate learns the metrics from [`metric_infos`]. Pure metrics over
+//! typed rows: never reads or writes files, never caches, never embeds (the engine's callback
+//! does, with its cache); everything here is `Send + Sync` and cheap to call from rayon.
 //!
 //! The engine scores the same reference against every model's output, so the per-text work
 //! (cleaning, tokenising, n-gram counting, YAML loading, tree building) lives in [`Prepared`]:
 //! prepare each distinct text once, then [`score_prepared`] any pair of them. [`score_pair`] does
-//! both for one-off use. Everything here is pure, `Send + Sync` and cheap to call from rayon.
+//! both for one-off use.
 
+mod batch;
 mod bleu;
 mod chrf;
 mod crystal;
 mod kv;
 mod levenshtein;
+pub mod metrics;
 mod ngrams;
 mod rouge;
 mod text;
 mod zss;
 
+pub use batch::{score_all, Embedded, ScoreError};
 pub use crystal::CrystalContext;
+pub use doc2ci_rows::{MetricInfo, MetricKind, MetricValue};
+pub use metrics::cosine::cosine;
+pub use metrics::euclidean::euclidean;
+pub use metrics::{Metric, Needs, Sides, METRICS};
 pub use text::{clean, lj};
 
 use doc2ci_yaml::{Limits, Value};
 
-/// The per-pair metrics that need no embeddings. All in [0, 1]; `exact` and `kv_exact` are 0 or 1.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct LexicalScores {
-    pub bleu: f64,
-    pub crystal_bleu: f64,
-    pub rouge_l: f64,
-    pub chrf: f64,
-    pub tree_edit: f64,
-    pub levenshtein: f64,
-    pub exact: f64,
-    pub kv_exact: f64,
-    pub kv_wildcard: f64,
+/// What stats and report know of each metric of [`METRICS`], in the same order: what the engine
+/// passes them (`study::Params::metrics`, `report::Input::metrics`).
+pub fn metric_infos() -> &'static [MetricInfo] {
+    static INFOS: std::sync::OnceLock<Vec<MetricInfo>> = std::sync::OnceLock::new();
+    INFOS.get_or_init(|| METRICS.iter().map(|m| m.info).collect())
+}
+
+/// The named values of one output's metrics, in registry order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scores(pub Vec<(&'static str, MetricValue)>);
+
+impl Scores {
+    pub fn get(&self, name: &str) -> Option<MetricValue> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// The value of `name` as a number (a bool as 0 or 1). Panics when it was not scored.
+    pub fn value(&self, name: &str) -> f64 {
+        self.get(name).unwrap_or_else(|| panic!("metric `{name}` was not scored")).as_f64()
+    }
 }
 
 /// Texts longer than this are scored on their first `MAX_SCORED_BYTES` (cut at a character
@@ -181,37 +202,15 @@ fn label(v: &Value) -> String {
     }
 }
 
-/// All metrics of one prepared output against its prepared reference (same [`CrystalContext`]).
-pub fn score_prepared(reference: &Prepared, output: &Prepared) -> LexicalScores {
-    // SPEC §5: an empty lj on either side scores 0 on the lexical metrics.
-    let (bleu, crystal_bleu, rouge_l, chrf) = if reference.lj.is_empty() || output.lj.is_empty() {
-        (0.0, 0.0, 0.0, 0.0)
-    } else {
-        (
-            bleu::bleu(&reference.bleu, &output.bleu),
-            crystal::crystal_bleu(&reference.words, &output.words),
-            rouge::rouge_l(&reference.words.vocab, &output.words.vocab),
-            chrf::chrf(&reference.chrf, &output.chrf),
-        )
-    };
-    let (n1, n2) = (reference.tree.len(), output.tree.len());
-    let d = zss::distance(&reference.tree, &output.tree);
-    let wild_ref = reference.labelled_docs.as_ref().unwrap_or(&reference.docs);
-    LexicalScores {
-        bleu,
-        crystal_bleu,
-        rouge_l,
-        chrf,
-        tree_edit: (1.0 - d as f64 / (2 * n1.max(n2)) as f64).clamp(0.0, 1.0),
-        levenshtein: levenshtein::similarity(&output.canon_chars, &reference.canon_chars),
-        exact: (reference.canon == output.canon) as u8 as f64,
-        kv_exact: kv::kv_exact(&reference.docs, &output.docs),
-        kv_wildcard: kv::kv_wildcard(wild_ref, &output.docs),
-    }
+/// Every metric of one prepared output against its prepared reference (same [`CrystalContext`]),
+/// but those that need embeddings (only [`score_all`] has them).
+pub fn score_prepared(reference: &Prepared, output: &Prepared) -> Scores {
+    let sides = Sides { reference, output, embeddings: None };
+    Scores(METRICS.iter().filter_map(|m| Some((m.info.name, m.score(&sides)?))).collect())
 }
 
-/// All metrics of `output` against `reference` (texts as stored).
-pub fn score_pair(reference: &str, output: &str, ctx: &CrystalContext) -> LexicalScores {
+/// [`score_prepared`] of `output` against `reference` (texts as stored).
+pub fn score_pair(reference: &str, output: &str, ctx: &CrystalContext) -> Scores {
     score_prepared(&Prepared::new(reference, ctx), &Prepared::new(output, ctx))
 }
 
@@ -271,36 +270,13 @@ pub fn chrf(reference: &str, output: &str) -> f64 {
 /// 1 − d / (2·max(n1, n2)) of the YAML trees of `clean(x)`, d the Zhang–Shasha distance.
 pub fn tree_edit(reference: &str, output: &str) -> f64 {
     let ctx = CrystalContext::default();
-    score_prepared(&Prepared::new(reference, &ctx), &Prepared::new(output, &ctx)).tree_edit
+    score_prepared(&Prepared::new(reference, &ctx), &Prepared::new(output, &ctx)).value("tree_edit")
 }
 
 /// 1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.
 pub fn levenshtein(reference: &str, output: &str) -> f64 {
     let (r, o): (Vec<char>, Vec<char>) = (canon(reference).chars().collect(), canon(output).chars().collect());
     levenshtein::similarity(&o, &r)
-}
-
-/// Cosine similarity of two embeddings, accumulated in f64; 0 when either vector is zero.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        return 0.0;
-    }
-    dot / (na.sqrt() * nb.sqrt())
-}
-
-/// 1 / (1 + L2 distance) of two embeddings.
-pub fn euclidean(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "embeddings of different dimensions");
-    let ss: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
-    1.0 / (1.0 + ss.sqrt())
 }
 
 #[cfg(test)]
@@ -323,10 +299,10 @@ mod tests {
         let a = "# CI\non: [push]\njobs:\n  t:\n    runs-on: ubuntu-latest  # runner\n";
         let b = "jobs:\n  t: {runs-on: 'ubuntu-latest'}\non:\n  - push\n";
         let s = score_pair(a, b, &CrystalContext::default());
-        assert_eq!(s.exact, 1.0);
-        assert_eq!(s.levenshtein, 1.0);
-        assert_eq!(s.kv_exact, 1.0);
-        assert!(s.tree_edit < 1.0, "children order is part of the tree");
+        assert_eq!(s.value("exact"), 1.0);
+        assert_eq!(s.value("levenshtein"), 1.0);
+        assert_eq!(s.value("kv_exact"), 1.0);
+        assert!(s.value("tree_edit") < 1.0, "children order is part of the tree");
     }
 
     #[test]
@@ -348,10 +324,10 @@ mod tests {
         let ctx = CrystalContext::default();
         // CloudEval scores each document: `a` matches, `b` is in both with other values.
         let s = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 3\n", &ctx);
-        assert!((s.kv_wildcard - 1.0 / 3.0).abs() < 1e-12, "{}", s.kv_wildcard);
-        assert_eq!(s.kv_exact, 0.0);
+        assert!((s.value("kv_wildcard") - 1.0 / 3.0).abs() < 1e-12, "{}", s.value("kv_wildcard"));
+        assert_eq!(s.value("kv_exact"), 0.0);
         let same = score_pair("a: 1\n---\nb: 2\n", "a: 1\n---\nb: 2\n", &ctx);
-        assert_eq!((same.kv_exact, same.kv_wildcard), (1.0, 1.0));
+        assert_eq!((same.value("kv_exact"), same.value("kv_wildcard")), (1.0, 1.0));
         // ruamel's `load` refuses a second document: canon falls back to lines, the tree is bare.
         let p = Prepared::new("a: 1\n---\nb: 2\n", &ctx);
         assert_eq!(p.canon(), "a: 1\n---\nb: 2");
@@ -361,7 +337,7 @@ mod tests {
         let empty = Prepared::new("# only a comment\n", &ctx);
         assert_eq!(empty.docs, Some(Vec::new()));
         let nulls = score_pair("---\n", "---\n", &ctx);
-        assert_eq!((nulls.kv_exact, nulls.kv_wildcard), (1.0, 0.0));
+        assert_eq!((nulls.value("kv_exact"), nulls.value("kv_wildcard")), (1.0, 0.0));
     }
 
     #[test]
@@ -379,13 +355,13 @@ mod tests {
             "on: [push]\njobs:\n  b:\n    runs-on: ubuntu-22.04\n",
         );
         let s = score_pair(r, o, &ctx);
-        assert_eq!(s.bleu, bleu(r, o));
-        assert_eq!(s.crystal_bleu, crystal_bleu(r, o, &ctx));
-        assert_eq!(s.rouge_l, rouge_l(r, o));
-        assert_eq!(s.chrf, chrf(r, o));
-        assert_eq!(s.tree_edit, tree_edit(r, o));
-        assert_eq!(s.levenshtein, levenshtein(r, o));
-        assert!(s.bleu > 0.0 && s.bleu < 1.0);
+        assert_eq!(s.value("bleu"), bleu(r, o));
+        assert_eq!(s.value("crystal_bleu"), crystal_bleu(r, o, &ctx));
+        assert_eq!(s.value("rouge_l"), rouge_l(r, o));
+        assert_eq!(s.value("chrf"), chrf(r, o));
+        assert_eq!(s.value("tree_edit"), tree_edit(r, o));
+        assert_eq!(s.value("levenshtein"), levenshtein(r, o));
+        assert!(s.value("bleu") > 0.0 && s.value("bleu") < 1.0);
     }
 
     #[test]
@@ -409,6 +385,6 @@ mod tests {
         let r = Prepared::new("on: push", &ctx);
         assert!(!r.truncated);
         let s = score_prepared(&r, &p);
-        assert!(s.levenshtein >= 0.0 && s.levenshtein < 0.5, "{s:?}");
+        assert!(s.value("levenshtein") >= 0.0 && s.value("levenshtein") < 0.5, "{s:?}");
     }
 }

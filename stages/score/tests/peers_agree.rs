@@ -21,7 +21,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use doc2ci_score::{score_prepared, CrystalContext, LexicalScores, Prepared};
+use doc2ci_score::{score_prepared, CrystalContext, Prepared, Scores};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -185,9 +185,8 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
         if nodes[..] != peer_nodes[..] {
             text_failures.push(format!("{key} tree nodes: ours {nodes:?} peer {peer_nodes:?}"));
         }
-        let s: LexicalScores = score_prepared(&pr, &po);
-        let ours =
-            [s.bleu, s.crystal_bleu, s.rouge_l, s.chrf, s.tree_edit, s.levenshtein, s.exact, s.kv_exact, s.kv_wildcard];
+        let s: Scores = score_prepared(&pr, &po);
+        let ours = metrics.map(|m| s.value(m));
         for (m, v) in metrics.iter().zip(ours) {
             if *m == "rouge_l" {
                 match rouge.get(key) {

@@ -1,6 +1,10 @@
 //! The study's statistics (SPEC §7, paper §III-F), each matching a named Python peer with that
 //! peer's defaults, so a number in our report is the number a scipy/statsmodels script would print.
 //!
+//! Owns: the tests and the `stats` table's rows ([`study`]). Pure functions over typed rows: never
+//! reads or writes files, and never lists the score metrics itself: it takes them as data
+//! (`study::Params::metrics`, the score stage's registry), so a new metric needs no change here.
+//!
 //! Defaults matched (scipy 1.17, statsmodels 0.15, scikit-learn 1.9):
 //! - [`friedman`]: `scipy.stats.friedmanchisquare` (average ranks within a block, tie-corrected
 //!   chi-square, k − 1 df).

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use doc2ci_rows::{ModelRow, Score, Validation};
+use doc2ci_rows::{MetricInfo, MetricKind, ModelRow, Score, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -45,6 +45,10 @@ pub struct Params {
     pub resamples: usize,
     /// Metrics whose means get bootstrap CIs (cost grows with groups × resamples × n).
     pub ci_metrics: Vec<String>,
+    /// The score stage's metrics (`doc2ci_score::metric_infos()`): which `scores` columns the
+    /// tests cover, in report order. The default has none, so only validity is tested.
+    #[serde(skip)]
+    pub metrics: Vec<MetricInfo>,
 }
 
 impl Default for Params {
@@ -53,14 +57,27 @@ impl Default for Params {
             seed: 20_260_601,
             resamples: 2000,
             ci_metrics: ["cosine", "parse_ok", "schema_ok"].map(String::from).to_vec(),
+            metrics: Vec::new(),
         }
     }
 }
 
-/// Similarity metrics (the eight of the study) then validity indicators, in report order.
-pub const SIMILARITY: &[&str] =
-    &["cosine", "euclidean", "bleu", "crystal_bleu", "rouge_l", "chrf", "tree_edit", "levenshtein"];
-pub const VALIDITY: &[&str] = &["exact", "parse_ok", "schema_ok", "fragment"];
+/// Validity indicators, joined from `validations` (they are not score metrics), in report order.
+pub const VALIDATION_INDICATORS: &[&str] = &["parse_ok", "schema_ok", "fragment"];
+
+/// Every metric the study tests, in report order: the score metrics it covers (`in_study`, in
+/// registry order), then the validation indicators. What `ci_metrics` may name.
+pub fn tested_metrics(metrics: &[MetricInfo]) -> Vec<&'static str> {
+    metrics.iter().filter(|m| m.in_study).map(|m| m.name).chain(VALIDATION_INDICATORS.iter().copied()).collect()
+}
+
+/// The graded similarity metrics the study tests (`in_study` f64 columns): the ones compared with
+/// Friedman, Wilcoxon and Spearman, and drawn as box plots. Rates (a bool metric such as `exact`,
+/// the validation indicators) get means and group comparisons only.
+pub fn similarity_metrics(metrics: &[MetricInfo]) -> Vec<&'static str> {
+    metrics.iter().filter(|m| m.in_study && m.kind == MetricKind::Float).map(|m| m.name).collect()
+}
+
 /// Marks the method of base-vs-fine-tuned rows.
 pub const FINE_TUNE_TAG: &str = "fine-tuned vs base";
 
@@ -76,24 +93,18 @@ pub struct Unit {
 }
 
 /// Joins scores and validations on (service, pair, model, sample, round); a side missing leaves its
-/// metrics out of that unit.
-pub fn units(scores: &[Score], validations: &[Validation]) -> Vec<Unit> {
+/// metrics out of that unit. Of the scores, the `metrics` the study tests (`in_study`) are kept,
+/// a bool as 0 or 1.
+pub fn units(scores: &[Score], validations: &[Validation], metrics: &[MetricInfo]) -> Vec<Unit> {
     type K = (String, String, String, u32, u32);
+    let studied: Vec<&'static str> = metrics.iter().filter(|m| m.in_study).map(|m| m.name).collect();
     let mut map: BTreeMap<K, BTreeMap<&'static str, f64>> = BTreeMap::new();
     for s in scores {
         let e = map.entry((s.service.clone(), s.pair_id.clone(), s.model.clone(), s.sample, s.round)).or_default();
-        for (k, v) in [
-            ("cosine", s.cosine),
-            ("euclidean", s.euclidean),
-            ("bleu", s.bleu),
-            ("crystal_bleu", s.crystal_bleu),
-            ("rouge_l", s.rouge_l),
-            ("chrf", s.chrf),
-            ("tree_edit", s.tree_edit),
-            ("levenshtein", s.levenshtein),
-            ("exact", s.exact as u8 as f64),
-        ] {
-            e.insert(k, v);
+        for name in &studied {
+            if let Some(v) = s.get(name) {
+                e.insert(name, v.as_f64());
+            }
         }
     }
     for v in validations.iter().filter(|v| v.model != "reference") {
@@ -190,8 +201,9 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
     let model_names: BTreeSet<&str> = zs.iter().map(|u| u.model.as_str()).collect();
     let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
     let metrics: Vec<&'static str> =
-        SIMILARITY.iter().chain(VALIDITY).copied().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
-    let sims: Vec<&'static str> = metrics.iter().copied().filter(|m| SIMILARITY.contains(m)).collect();
+        tested_metrics(&p.metrics).into_iter().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
+    let similarity = similarity_metrics(&p.metrics);
+    let sims: Vec<&'static str> = metrics.iter().copied().filter(|m| similarity.contains(m)).collect();
 
     // (service, model) → pair → unit values
     let mut cell: BTreeMap<(&str, &str), BTreeMap<&str, &BTreeMap<&'static str, f64>>> = BTreeMap::new();

@@ -35,17 +35,66 @@ pub enum Service {
     TravisCi,
 }
 
+/// Everything the study knows about one service, in one row of [`SERVICES`].
+pub struct ServiceDef {
+    pub service: Service,
+    /// The partition name used in the warehouse and in `pipeline.toml`.
+    pub name: &'static str,
+    pub display: &'static str,
+    /// Where `doc2ci setup` unpacks its JSON Schema (relative to the assets folder).
+    pub schema_asset: &'static str,
+    /// Whether its schema is checked with check-jsonschema's format checks (GitLab's relies on them).
+    pub formats: bool,
+    /// Whether a mapping is a standalone file of the service rather than a fragment of one.
+    pub standalone: fn(&Map) -> bool,
+}
+
+/// The services, in [`Service`] order.
+pub const SERVICES: [ServiceDef; 4] = [
+    ServiceDef {
+        service: Service::GithubActions,
+        name: "github-actions",
+        display: "GitHub Actions",
+        schema_asset: "schemas/github-actions.json",
+        formats: false,
+        standalone: |m| m.contains_key("on") && m.contains_key("jobs"),
+    },
+    ServiceDef {
+        service: Service::CircleCi,
+        name: "circleci",
+        display: "CircleCI",
+        schema_asset: "schemas/circleci.json",
+        formats: false,
+        standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
+    },
+    ServiceDef {
+        service: Service::GitlabCi,
+        name: "gitlab-ci",
+        display: "GitLab CI",
+        schema_asset: "schemas/gitlab-ci.json",
+        formats: true,
+        standalone: gitlab_standalone,
+    },
+    ServiceDef {
+        service: Service::TravisCi,
+        name: "travis-ci",
+        display: "Travis CI",
+        schema_asset: "schemas/travis-ci.json",
+        formats: false,
+        standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
+    },
+];
+
 impl Service {
     pub const ALL: [Service; 4] = [Service::GithubActions, Service::CircleCi, Service::GitlabCi, Service::TravisCi];
 
+    pub fn def(self) -> &'static ServiceDef {
+        &SERVICES[self.index()]
+    }
+
     /// The partition name used in the warehouse and in `pipeline.toml`.
     pub fn name(self) -> &'static str {
-        match self {
-            Service::GithubActions => "github-actions",
-            Service::CircleCi => "circleci",
-            Service::GitlabCi => "gitlab-ci",
-            Service::TravisCi => "travis-ci",
-        }
+        self.def().name
     }
 
     fn index(self) -> usize {
@@ -159,7 +208,7 @@ impl Validator {
         let schema = self.schemas[service.index()]
             .as_ref()
             .ok_or_else(|| Error(format!("no schema was loaded for {service}")))?;
-        let options = Options::check_jsonschema(service == Service::GitlabCi);
+        let options = Options::check_jsonschema(service.def().formats);
         let value = match load_with(text, &self.limits, &options) {
             Ok(v) => v,
             Err(e) => {
@@ -272,23 +321,20 @@ const GITLAB_GLOBAL_KEYWORDS: [&str; 12] = [
 ];
 
 fn is_standalone(service: Service, m: &Map) -> bool {
-    let has = |k: &str| m.contains_key(k);
-    match service {
-        Service::GithubActions => has("on") && has("jobs"),
-        Service::CircleCi => has("version") && (has("jobs") || has("workflows")),
-        Service::GitlabCi => {
-            has("include")
-                || m.iter().any(|(k, v)| {
-                    let Some(name) = k.as_str() else { return false };
-                    !name.starts_with('.')
-                        && !GITLAB_GLOBAL_KEYWORDS.contains(&name)
-                        && v.as_map().is_some_and(|job| {
-                            ["script", "run", "trigger", "extends"].iter().any(|kw| job.contains_key(kw))
-                        })
-                })
-        }
-        Service::TravisCi => ["language", "script", "jobs", "matrix"].iter().any(|k| has(k)),
-    }
+    (service.def().standalone)(m)
+}
+
+/// A GitLab file includes another or has at least one job (a non-hidden, non-global key whose
+/// value runs something).
+fn gitlab_standalone(m: &Map) -> bool {
+    m.contains_key("include")
+        || m.iter().any(|(k, v)| {
+            let Some(name) = k.as_str() else { return false };
+            !name.starts_with('.')
+                && !GITLAB_GLOBAL_KEYWORDS.contains(&name)
+                && v.as_map()
+                    .is_some_and(|job| ["script", "run", "trigger", "extends"].iter().any(|kw| job.contains_key(kw)))
+        })
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
-//! Typed rows of the warehouse tables.
+//! Typed rows of the warehouse tables, and the metric descriptor ([`MetricInfo`]) that lets stats
+//! and report read `scores` rows without depending on the score stage.
 //!
-//! Stages exchange these structs and nothing else; the engine turns them into Arrow/Parquet.
-//! Partition columns (`service`, `model`) are fields here so stage code never has to know
-//! they live in the Hive path rather than in the files.
+//! Owns: the rows' fields and their serde shape (which is the tables' column layout). Never does
+//! I/O and never depends on a stage crate: every stage and the engine depend on it, and the engine
+//! alone turns rows into Arrow/Parquet. Partition columns (`service`, `model`) are fields here so
+//! stage code never has to know they live in the Hive path rather than in the files.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
@@ -191,29 +195,212 @@ pub struct Validation {
     pub fragment: bool,
 }
 
-/// Similarity of one output to its pair's reference (SPEC §5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a metric's values are: the Arrow type of its `scores` column (`Float64` or `Boolean`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Float,
+    Bool,
+}
+
+/// A similarity metric as the tables, stats and report see it. The score stage's registry
+/// (`doc2ci_score::METRICS`) owns the list; this descriptor lives here so that stats and report can
+/// take the list as data without depending on the score stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricInfo {
+    /// Its `scores` column, its `metric` in the `stats` table and its key in the study's units.
+    pub name: &'static str,
+    /// Whether a larger value means an output closer to its reference (where the report bolds "best").
+    pub higher_is_better: bool,
+    pub kind: MetricKind,
+    /// The study's tests and figures cover it (SPEC §7). False for a metric only recorded in
+    /// `scores` (kv_exact, kv_wildcard): the stats table and the report leave it out.
+    pub in_study: bool,
+}
+
+/// One metric's value in a [`Score`] row; its variant is its column's type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MetricValue {
+    Float(f64),
+    Bool(bool),
+}
+
+impl MetricValue {
+    pub fn kind(self) -> MetricKind {
+        match self {
+            MetricValue::Float(_) => MetricKind::Float,
+            MetricValue::Bool(_) => MetricKind::Bool,
+        }
+    }
+
+    /// The value as a number, a bool as 0 or 1: what the study averages and tests.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            MetricValue::Float(v) => v,
+            MetricValue::Bool(b) => b as u8 as f64,
+        }
+    }
+
+    /// The zero of a kind (`0.0`, `false`).
+    pub fn zero(kind: MetricKind) -> MetricValue {
+        match kind {
+            MetricKind::Float => MetricValue::Float(0.0),
+            MetricKind::Bool => MetricValue::Bool(false),
+        }
+    }
+}
+
+/// A bare `f64` or `bool`, so the column is `Float64` or `Boolean` exactly as a plain field would be.
+impl Serialize for MetricValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            MetricValue::Float(v) => s.serialize_f64(v),
+            MetricValue::Bool(b) => s.serialize_bool(b),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = MetricValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a metric value (a float or a bool)")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<MetricValue, E> {
+                Ok(MetricValue::Float(v))
+            }
+            fn visit_f32<E: serde::de::Error>(self, v: f32) -> Result<MetricValue, E> {
+                Ok(MetricValue::Float(v as f64))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<MetricValue, E> {
+                Ok(MetricValue::Bool(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Similarity of one output to its pair's reference (SPEC §5): the ids, one value per metric of the
+/// score stage's registry, and `truncated`.
+///
+/// The files hold a flat column per metric (`pair_id, service, model, sample, round, <metrics in
+/// registry order>, truncated`). The metrics are data rather than fields, so a new metric changes
+/// the score stage only; the price is that the row's Arrow schema cannot be traced from the type:
+/// the warehouse traces it from [`Score::template`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct Score {
     pub pair_id: String,
     pub service: String,
     pub model: String,
     pub sample: u32,
     pub round: u32,
-    pub cosine: f64,
-    pub euclidean: f64,
-    pub bleu: f64,
-    pub crystal_bleu: f64,
-    pub rouge_l: f64,
-    pub chrf: f64,
-    pub tree_edit: f64,
-    pub levenshtein: f64,
-    pub exact: bool,
-    pub kv_exact: f64,
-    pub kv_wildcard: f64,
+    /// (column, value) of each metric, in registry order. Rows the score stage builds borrow the
+    /// registry's names; rows read back own them.
+    pub metrics: Vec<(Cow<'static, str>, MetricValue)>,
     /// The output or the reference was longer than the scorer's cap and was scored on its
-    /// beginning only (`doc2ci_score::MAX_SCORED_BYTES`).
-    #[serde(default)]
+    /// beginning only (`doc2ci_score::MAX_SCORED_BYTES`). Absent from older files: false.
     pub truncated: bool,
+}
+
+impl Score {
+    /// The value of metric `name`, if the row has it.
+    pub fn get(&self, name: &str) -> Option<MetricValue> {
+        self.metrics.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// A row of `metrics` with empty ids and zero values: it has every column, with its type, so
+    /// the Parquet schema of a partition (even an empty one) is traced from it.
+    pub fn template(metrics: &[MetricInfo]) -> Score {
+        Score {
+            pair_id: String::new(),
+            service: String::new(),
+            model: String::new(),
+            sample: 0,
+            round: 0,
+            metrics: metrics.iter().map(|m| (Cow::Borrowed(m.name), MetricValue::zero(m.kind))).collect(),
+            truncated: false,
+        }
+    }
+}
+
+/// A struct while the names are the registry's `&'static str`s: serde_arrow traces a struct's
+/// columns in order (the schema of [`Score::template`]) but sorts a map's. Rows read back own their
+/// names and are written as a map, whose entries serde_arrow places into the columns by name.
+impl Serialize for Score {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeStruct};
+        let len = 6 + self.metrics.len();
+        if self.metrics.iter().all(|(n, _)| matches!(n, Cow::Borrowed(_))) {
+            let mut m = s.serialize_struct("Score", len)?;
+            m.serialize_field("pair_id", &self.pair_id)?;
+            m.serialize_field("service", &self.service)?;
+            m.serialize_field("model", &self.model)?;
+            m.serialize_field("sample", &self.sample)?;
+            m.serialize_field("round", &self.round)?;
+            for (name, v) in &self.metrics {
+                if let Cow::Borrowed(name) = name {
+                    m.serialize_field(name, v)?;
+                }
+            }
+            m.serialize_field("truncated", &self.truncated)?;
+            m.end()
+        } else {
+            let mut m = s.serialize_map(Some(len))?;
+            m.serialize_entry("pair_id", &self.pair_id)?;
+            m.serialize_entry("service", &self.service)?;
+            m.serialize_entry("model", &self.model)?;
+            m.serialize_entry("sample", &self.sample)?;
+            m.serialize_entry("round", &self.round)?;
+            for (name, v) in &self.metrics {
+                m.serialize_entry(name.as_ref(), v)?;
+            }
+            m.serialize_entry("truncated", &self.truncated)?;
+            m.end()
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Score {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Score;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a scores row")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Score, A::Error> {
+                use serde::de::Error;
+                let (mut pair_id, mut service, mut model, mut sample, mut round) = (None, None, None, None, None);
+                let (mut metrics, mut truncated) = (Vec::new(), false);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "pair_id" => pair_id = Some(map.next_value()?),
+                        "service" => service = Some(map.next_value()?),
+                        "model" => model = Some(map.next_value()?),
+                        "sample" => sample = Some(map.next_value()?),
+                        "round" => round = Some(map.next_value()?),
+                        "truncated" => truncated = map.next_value()?,
+                        // Every other column is a metric, in the file's (the registry's) order.
+                        _ => {
+                            let v = map.next_value()?;
+                            metrics.push((Cow::Owned(key), v));
+                        }
+                    }
+                }
+                Ok(Score {
+                    pair_id: pair_id.ok_or_else(|| A::Error::missing_field("pair_id"))?,
+                    service: service.ok_or_else(|| A::Error::missing_field("service"))?,
+                    model: model.ok_or_else(|| A::Error::missing_field("model"))?,
+                    sample: sample.ok_or_else(|| A::Error::missing_field("sample"))?,
+                    round: round.ok_or_else(|| A::Error::missing_field("round"))?,
+                    metrics,
+                    truncated,
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// A cached sentence embedding, keyed by the hash of the embedded (cleaned) text.

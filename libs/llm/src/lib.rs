@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 
+/// Backends outside this crate implement [`Backend`] with it.
+pub use async_trait::async_trait;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Message {
     pub role: String,
@@ -133,21 +136,22 @@ pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// A pool over `base_urls` speaking OpenAI's chat-completions protocol.
 pub fn openai(cfg: OpenAiConfig) -> Result<Arc<dyn Backend>, LlmError> {
-    let key = match &cfg.api_key_env {
-        _ if cfg.api_key.is_some() => cfg.api_key.clone(),
-        None => None,
-        Some(var) => match std::env::var(var) {
-            Ok(k) if !k.trim().is_empty() => Some(k.trim().to_string()),
-            _ => {
-                return Err(LlmError::Other(format!(
-                    "openai model={}: api_key_env {var} is not set in the environment",
-                    cfg.model
-                )))
-            }
-        },
+    let key = match cfg.api_key {
+        Some(k) => Some(k),
+        None => api_key("openai", &cfg.model, cfg.api_key_env.as_deref())?,
     };
     let pool = Pool::new("openai", &cfg.base_urls, "/chat/completions", &cfg.model, cfg.limits)?;
     Ok(Arc::new(OpenAi { pool, model: cfg.model, key }))
+}
+
+/// The key held by environment variable `var` (None: no key), trimmed; an unset or empty
+/// variable is an error naming the variable, never a request sent without the key.
+pub fn api_key(kind: &str, model: &str, var: Option<&str>) -> Result<Option<String>, LlmError> {
+    let Some(var) = var else { return Ok(None) };
+    match std::env::var(var) {
+        Ok(k) if !k.trim().is_empty() => Ok(Some(k.trim().to_string())),
+        _ => Err(LlmError::Other(format!("{kind} model={model}: api_key_env {var} is not set in the environment"))),
+    }
 }
 
 /// A pool over `base_urls` speaking Ollama's native `/api/chat`.
@@ -292,7 +296,8 @@ impl Backend for Ollama {
 // ---------------------------------------------------------------------------------------------------------------
 // Pool, limiters, retries
 
-type Parsed = (String, Option<String>, Option<u32>, Option<u32>);
+/// What a protocol's parser takes from a 200 response: text, finish reason, prompt and completion tokens.
+pub type Parsed = (String, Option<String>, Option<u32>, Option<u32>);
 
 struct Endpoint {
     /// The full URL requests go to.
@@ -306,7 +311,10 @@ struct Endpoint {
     tokens: Option<TokenWindow>,
 }
 
-struct Pool {
+/// Endpoints of one model sharing its limits: least-loaded choice, retries with backoff and
+/// Retry-After, bounded bodies. A protocol (`Backend`) is a request body and a response parser
+/// over it.
+pub struct Pool {
     kind: &'static str,
     model: String,
     endpoints: Vec<Endpoint>,
@@ -322,7 +330,8 @@ struct Failure {
 }
 
 impl Pool {
-    fn new(
+    /// `path` is appended to each base URL (`/chat/completions`).
+    pub fn new(
         kind: &'static str,
         base_urls: &[String],
         path: &str,
@@ -371,7 +380,8 @@ impl Pool {
         Ok(Pool { kind, model: model.to_string(), endpoints, limits, client, next: AtomicUsize::new(0) })
     }
 
-    fn urls(&self) -> String {
+    /// The endpoints as logged (credentials and queries redacted).
+    pub fn urls(&self) -> String {
         self.endpoints.iter().map(|e| e.shown.as_str()).collect::<Vec<_>>().join(",")
     }
 
@@ -393,7 +403,8 @@ impl Pool {
         best.map(|(i, _)| i).unwrap_or(0)
     }
 
-    async fn run(
+    /// Sends `body` (with `key` as a bearer token) until an answer parses or the retries run out.
+    pub async fn run(
         &self,
         req: &Request,
         body: &Value,

@@ -1,6 +1,6 @@
 """Reference token ids and greedy tokens from llama.cpp (the `llama-cpp-python` peer) for SmolLM2-135M-Instruct.
 
-Run: python3 stages/smollm/tests/data/make_reference.py [gguf] > stages/smollm/tests/data/llamacpp_reference.json
+Run: python3 libs/smollm/tests/data/make_reference.py [gguf] > libs/smollm/tests/data/llamacpp_reference.json
 (the peer is installed by scripts/deps.sh, built with CMAKE_ARGS=-DGGML_NATIVE=OFF). The GGUF defaults to
 $DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
 """

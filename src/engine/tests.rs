@@ -1,0 +1,168 @@
+//! The engine with toy jobs: no stage, no config, only the Job interface.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::warehouse::{Partition, PAIRS, SCORES};
+
+#[derive(Serialize, Deserialize)]
+struct Row {
+    v: u64,
+}
+
+/// Writes `value` (or the sum of its inputs' rows plus `value`); counts its runs.
+struct Toy {
+    value: u64,
+    inputs: Vec<Partition>,
+    runs: Arc<AtomicUsize>,
+    fail: bool,
+}
+
+impl Job for Toy {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        if self.fail {
+            bail!("toy failure");
+        }
+        let mut v = self.value;
+        for p in &self.inputs {
+            v += cx.read::<Row>(p)?.iter().map(|r| r.v).sum::<u64>();
+        }
+        cx.publish(&[Row { v }], None)
+    }
+}
+
+struct Study {
+    runs: Vec<Arc<AtomicUsize>>,
+}
+
+/// a (pairs/service=a) → b (scores/service=a/model=m), c (scores/…/model=n, fails if asked).
+fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) -> (Pipeline, Study) {
+    let runs: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let mut g = Graph::default();
+    let pa = Partition::new(PAIRS, &["a"]);
+    // a's output depends on its value only through the row, not its parameters.
+    let a = g.add(
+        Node::new(
+            "dedupe",
+            pa.clone(),
+            &["doc2ci-dedupe"],
+            Toy { value: a_value % 2, inputs: vec![], runs: runs[0].clone(), fail: false },
+        )
+        .params(a_value),
+    );
+    g.add(
+        Node::new(
+            "score",
+            Partition::new(SCORES, &["a", "m"]),
+            &["doc2ci-score"],
+            Toy { value: b_param, inputs: vec![pa.clone()], runs: runs[1].clone(), fail: false },
+        )
+        .deps(vec![a])
+        .params(b_param)
+        .model("m"),
+    );
+    g.add(
+        Node::new(
+            "score",
+            Partition::new(SCORES, &["a", "n"]),
+            &["doc2ci-score"],
+            Toy { value: 0, inputs: vec![pa], runs: runs[2].clone(), fail: c_fails },
+        )
+        .deps(vec![a])
+        .model("n"),
+    );
+    (Pipeline::new(g.nodes, &dir.join("wh"), 2, &dir.join("toy.toml")).unwrap(), Study { runs })
+}
+
+fn counts(s: &Study) -> Vec<usize> {
+    s.runs.iter().map(|r| r.load(Ordering::SeqCst)).collect()
+}
+
+fn reasons(p: &Pipeline) -> Vec<(Action, String)> {
+    p.plan().unwrap().items.into_iter().map(|i| (i.action, i.reason)).collect()
+}
+
+#[test]
+fn runs_once_then_reuses_and_plan_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    let (p, s) = pipeline(dir.path(), 1, 10, false);
+    assert_eq!(reasons(&p)[1], (Action::Run, "new model `m`".into()));
+    let info = p.run(&[], &ui).unwrap();
+    assert_eq!((info.ran, info.reused), (3, 0));
+    assert_eq!(counts(&s), vec![1, 1, 1]);
+    let rows: Vec<Row> = p.warehouse().read(&Partition::new(SCORES, &["a", "m"])).unwrap();
+    assert_eq!(rows[0].v, 11);
+
+    let (p, s) = pipeline(dir.path(), 1, 10, false);
+    assert!(reasons(&p).iter().all(|(a, _)| *a == Action::Reuse));
+    let info = p.run(&[], &ui).unwrap();
+    assert_eq!((info.ran, info.reused), (0, 3));
+    assert_eq!(counts(&s), vec![0, 0, 0]);
+}
+
+#[test]
+fn a_changed_parameter_reruns_that_node_and_an_unchanged_output_stops_the_ripple() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    pipeline(dir.path(), 1, 10, false).0.run(&[], &ui).unwrap();
+    // a's parameter changes but its row (1 % 2 == 3 % 2) does not: downstream "may run", then is reused.
+    let (p, s) = pipeline(dir.path(), 3, 10, false);
+    let r = reasons(&p);
+    assert_eq!(r[0], (Action::Run, "changed parameter".into()));
+    assert_eq!(r[1].0, Action::MaybeRun);
+    assert!(r[1].1.contains("pairs/service=a"), "{}", r[1].1);
+    p.run(&[], &ui).unwrap();
+    assert_eq!(counts(&s), vec![1, 0, 0]);
+    // b's own parameter: only b.
+    let (p, s) = pipeline(dir.path(), 3, 20, false);
+    assert_eq!(reasons(&p)[1], (Action::Run, "changed parameter".into()));
+    p.run(&[], &ui).unwrap();
+    assert_eq!(counts(&s), vec![0, 1, 0]);
+    // a's output really changes: both scores re-run, for a changed input.
+    let (p, s) = pipeline(dir.path(), 4, 20, false);
+    p.run(&[], &ui).unwrap();
+    assert_eq!(counts(&s), vec![1, 1, 1]);
+}
+
+#[test]
+fn a_failure_keeps_finished_partitions_and_the_next_run_does_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    let (p, _) = pipeline(dir.path(), 1, 10, true);
+    let e = p.run(&[], &ui).unwrap_err().to_string();
+    assert!(e.contains("1 partition(s) did not finish") && e.contains("model=n"), "{e}");
+    let (p, s) = pipeline(dir.path(), 1, 10, false);
+    let info = p.run(&[], &ui).unwrap();
+    assert_eq!((info.ran, info.reused), (1, 2));
+    assert_eq!(counts(&s), vec![0, 0, 1]);
+}
+
+#[test]
+fn only_runs_the_named_stage_and_rejects_unknown_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    let (p, _) = pipeline(dir.path(), 1, 10, false);
+    let e = p.run(&["nope".into()], &ui).unwrap_err().to_string();
+    assert!(e.contains("no such stage") && e.contains("dedupe, score"), "{e}");
+    let e = p.run(&["score".into()], &ui).unwrap_err().to_string();
+    assert!(e.contains("excluded by --only"), "{e}");
+}
+
+#[test]
+fn a_node_may_not_depend_on_a_later_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let toy = || Toy { value: 0, inputs: vec![], runs: runs.clone(), fail: false };
+    let nodes = vec![
+        Node::new("dedupe", Partition::new(PAIRS, &["a"]), &["doc2ci-dedupe"], toy()).deps(vec![1]),
+        Node::new("dedupe", Partition::new(PAIRS, &["b"]), &["doc2ci-dedupe"], toy()),
+    ];
+    let e = Pipeline::new(nodes, dir.path(), 1, dir.path()).err().unwrap().to_string();
+    assert!(e.contains("declared after it"), "{e}");
+}

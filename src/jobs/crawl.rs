@@ -1,0 +1,71 @@
+//! crawl: a documentation site → `pages` (raw HTML kept, so extraction never needs the network
+//! again). The fetching itself (browser, HTTP, politeness, the loopback server) is in
+//! `crate::crawl`; this file declares the partition and what re-crawls it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::config::{Config, CrawlParams, Source};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::warehouse::{Partition, PAGES};
+
+/// The crawl node of source `source`, then its extract nodes.
+pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
+    let s = &cfg.sources[source];
+    let spec = s.crawl().expect("a crawl source");
+    let pr = &spec.profile;
+    // Remote sites are re-crawled once their pages are older than max_age.
+    let epoch = match &spec.url {
+        Some(_) if cfg.stages.crawl.max_age_hours > 0.0 => {
+            (chrono::Utc::now().timestamp() as f64 / 3600.0 / cfg.stages.crawl.max_age_hours).floor() as i64
+        }
+        _ => 0,
+    };
+    let backend = crate::crawl::resolve_backend(&cfg.stages.crawl, spec);
+    let params = json!({"start_urls": pr.start_urls, "allowed_prefixes": pr.allowed_prefixes, "keep_query": pr.keep_query,
+                        "url": spec.url, "backend": backend, "crawl": cfg.stages.crawl, "epoch": epoch});
+    let job = Crawl { source: s.clone(), params: cfg.stages.crawl.clone(), backend };
+    let pages = g.add(
+        Node::new("crawl", Partition::new(PAGES, &[&s.service, &s.name]), &["doc2ci-crawl", "glue:crawl"], job)
+            .files(spec.serve.as_deref().map(served_files).unwrap_or_default())
+            .params(params),
+    );
+    super::extract::declare(s, pages, g);
+    Ok(())
+}
+
+struct Crawl {
+    source: Source,
+    params: CrawlParams,
+    backend: String,
+}
+
+impl Job for Crawl {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let (pages, note) = crate::crawl::crawl(&self.params, &self.source, &self.backend, cx)?;
+        cx.publish(&pages, Some(note))
+    }
+}
+
+/// Every file of a served folder, so an edit of the site re-crawls it.
+fn served_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}

@@ -1,0 +1,67 @@
+//! dedupe: every `pairs_raw` partition of a service → `pairs/service=…`, one copy of each pair,
+//! each flagged when its description leaks its reference.
+
+use std::collections::HashSet;
+
+use anyhow::Result;
+use doc2ci_rows::RawPair;
+
+use crate::config::{Config, DedupeParams};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::warehouse::{Partition, PAIRS, PAIRS_RAW};
+
+pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
+    for svc in &cfg.services {
+        let deps: Vec<usize> =
+            g.all(PAIRS_RAW.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&svc.name)).collect();
+        if deps.is_empty() {
+            continue;
+        }
+        let job = Dedupe {
+            service: svc.name.clone(),
+            inputs: deps.iter().map(|&d| g.part(d).clone()).collect(),
+            params: cfg.stages.dedupe.clone(),
+        };
+        g.add(
+            Node::new("dedupe", Partition::new(PAIRS, &[&svc.name]), &["doc2ci-dedupe"], job)
+                .deps(deps)
+                .params(&cfg.stages.dedupe),
+        );
+    }
+    Ok(())
+}
+
+struct Dedupe {
+    service: String,
+    inputs: Vec<Partition>,
+    params: DedupeParams,
+}
+
+impl Job for Dedupe {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let mut raw: Vec<RawPair> = Vec::new();
+        for p in &self.inputs {
+            raw.extend(cx.read::<RawPair>(p)?);
+        }
+        let pairs = doc2ci_dedupe::dedupe(&raw, self.params.mode);
+        let distinct: HashSet<(String, String)> = pairs
+            .iter()
+            .map(|p| (doc2ci_rows::collapse_ws(&p.title), doc2ci_rows::collapse_ws(&p.description)))
+            .collect();
+        let leaks = pairs.iter().filter(|p| p.leak.is_some()).count();
+        let note = format!(
+            "{}: {} raw → {} kept, {} copies dropped, {} distinct title+description, {leaks} leaking their reference{}",
+            self.service,
+            raw.len(),
+            pairs.len(),
+            raw.len() - pairs.len(),
+            distinct.len(),
+            if leaks > 0 && !self.params.keep_leaks {
+                " (not asked: [stages.dedupe] keep_leaks = true asks them)"
+            } else {
+                ""
+            }
+        );
+        cx.publish(&pairs, Some(note))
+    }
+}

@@ -1,0 +1,325 @@
+//! generate: one (service, model) → `generations/service=…/model=…`, the study's prompt (and
+//! its few-shot / retrieval variants) sent through the model's backend, many requests in flight,
+//! every answer checkpointed so a killed run asks each (pair, sample) once. A failed request is a
+//! row with its error. Repair rounds (`repair.rs`) send their requests through the same loop.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{anyhow, Context, Result};
+use doc2ci_generate::{Msg, PromptOptions, Prompter};
+use doc2ci_llm::{LlmError, Message, Reply, Request};
+use doc2ci_rows::{Generation, Pair};
+use serde_json::json;
+
+use crate::config::{Config, GenSettings, Model};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::warehouse::{Partition, Warehouse, GENERATIONS, PAIRS};
+
+pub use doc2ci_generate::PROMPT_VERSION;
+
+/// The code that shapes a generation row: prompts, backends, this loop.
+pub(super) const CODE: &[&str] = &["doc2ci-generate", "doc2ci-llm", "doc2ci-smollm", "glue:generation"];
+
+pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
+    for m in &cfg.models {
+        let Some(gs) = m.gen() else { continue };
+        for service in &gs.services {
+            // A service without pairs has nothing to ask.
+            let Some(dedupe) = g.find(PAIRS.name, &[("service", service)]) else { continue };
+            let job = Generate {
+                ask: Asker::new(cfg, m, service),
+                pairs: g.part(dedupe).clone(),
+                keep_leaks: cfg.stages.dedupe.keep_leaks,
+            };
+            g.add(
+                Node::new("generate", Partition::new(GENERATIONS, &[service, &m.name]), CODE, job)
+                    .deps(vec![dedupe])
+                    .pinned(crate::backends::pins(m))
+                    .params(
+                        json!({"gen": gs.key, "prompt": PROMPT_VERSION, "keep_leaks": cfg.stages.dedupe.keep_leaks}),
+                    )
+                    .model(&m.name),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Who is asked, for which service, how many requests at once.
+pub(super) struct Asker {
+    pub model: Model,
+    pub service: String,
+    pub display: String,
+    pub batch_size: Option<usize>,
+}
+
+impl Asker {
+    pub fn new(cfg: &Config, m: &Model, service: &str) -> Self {
+        Self {
+            model: m.clone(),
+            service: service.to_string(),
+            display: cfg.service(service).map_or(service.to_string(), |s| s.display.clone()),
+            batch_size: cfg.stages.generate.batch_size,
+        }
+    }
+}
+
+struct Generate {
+    ask: Asker,
+    pairs: Partition,
+    keep_leaks: bool,
+}
+
+impl Job for Generate {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let m = &self.ask.model;
+        let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
+        let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
+        pairs.sort_by_key(|p| p.position);
+        // A description that contains its reference hands the model the answer (issue 11).
+        if !self.keep_leaks {
+            pairs.retain(|p| p.leak.is_none());
+        }
+        let prompter = Prompter::new(&self.ask.display, &pairs, prompt_options(Some(g)));
+        let mut items = Vec::with_capacity(pairs.len() * g.key.samples as usize);
+        for p in &pairs {
+            let messages = prompter.messages(p);
+            for s in 0..g.key.samples {
+                let seed = (g.key.temperature > 0.0).then(|| sample_seed(g.key.seed, &p.pair_id, s));
+                items.push(Item { pair_id: p.pair_id.clone(), sample: s, messages: messages.clone(), seed });
+            }
+        }
+        let rows = run_items(cx, &self.ask, &m.name, 0, items)?;
+        let note = summary(&rows);
+        cx.publish(&rows, Some(note))
+    }
+}
+
+pub fn prompt_options(g: Option<&GenSettings>) -> PromptOptions {
+    match g {
+        Some(g) => PromptOptions {
+            few_shot: g.key.few_shot,
+            retrieval: g.key.retrieval,
+            retrieval_chars: g.key.retrieval_chars,
+        },
+        None => PromptOptions::default(),
+    }
+}
+
+/// One request to make: which pair and sample, and the messages.
+pub(super) struct Item {
+    pub pair_id: String,
+    pub sample: u32,
+    pub messages: Vec<Msg>,
+    pub seed: Option<u64>,
+}
+
+fn to_messages(m: &[Msg]) -> Vec<Message> {
+    m.iter().map(|m| Message { role: m.role.clone(), content: m.content.clone() }).collect()
+}
+
+/// Per-sample seed: reproducible pass@k samples that differ from each other.
+fn sample_seed(base: u64, pair_id: &str, sample: u32) -> u64 {
+    let h = blake3::hash(format!("{base}\u{0}{pair_id}\u{0}{sample}").as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// What the model said (or why it said nothing), as a `generations` row.
+fn to_row(
+    item: &Item,
+    service: &str,
+    model: &str,
+    round: u32,
+    r: std::result::Result<Reply, LlmError>,
+    who: &str,
+    g: &GenSettings,
+) -> Generation {
+    let mut row = Generation {
+        pair_id: item.pair_id.clone(),
+        service: service.into(),
+        model: model.into(),
+        sample: item.sample,
+        round,
+        output: None,
+        raw_output: None,
+        latency_ms: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        error: None,
+        degenerate: false,
+        degenerate_kind: None,
+        finish_reason: None,
+        attempts: None,
+        cost: None,
+    };
+    match r {
+        Ok(reply) => {
+            let output = doc2ci_generate::strip_fences(&reply.text);
+            let hit_cap = reply.finish_reason.as_deref() == Some("length");
+            let kind = doc2ci_generate::degenerate(&output, hit_cap);
+            row.cost = match (g.price_per_1k_input, g.price_per_1k_output) {
+                (None, None) => None,
+                (pi, po) => Some(
+                    pi.unwrap_or(0.0) * reply.prompt_tokens.unwrap_or(0) as f64 / 1000.0
+                        + po.unwrap_or(0.0) * reply.completion_tokens.unwrap_or(0) as f64 / 1000.0,
+                ),
+            };
+            row.output = Some(output);
+            row.raw_output = Some(reply.text);
+            row.latency_ms = Some(reply.latency_ms);
+            row.prompt_tokens = reply.prompt_tokens;
+            row.completion_tokens = reply.completion_tokens;
+            row.degenerate = kind.is_some();
+            row.degenerate_kind = kind.map(|k| k.as_str().to_string());
+            row.finish_reason = reply.finish_reason;
+            row.attempts = Some(reply.attempts);
+        }
+        Err(e) => {
+            let kind = match &e {
+                LlmError::Http(_) => "http error",
+                LlmError::Retryable(_) => "gave up after retries",
+                LlmError::BadResponse(_) => "bad response",
+                LlmError::Other(_) => "failed",
+            };
+            row.error = Some(format!("{who}: {kind}: {e}"));
+        }
+    }
+    row
+}
+
+/// Sends `items` with up to `batch` requests in flight and checkpoints every answer as soon as it
+/// arrives, so a killed run re-asks only what was in flight then (at most one request per slot),
+/// never an answered one: on a paid API nothing answered is billed twice. Rows come back in
+/// `items` order, whatever order the answers arrived in.
+pub(super) fn run_items(
+    cx: &Ctx,
+    ask: &Asker,
+    model_name: &str,
+    round: u32,
+    items: Vec<Item>,
+) -> Result<Vec<Generation>> {
+    let (m, service, ui) = (&ask.model, ask.service.as_str(), cx.ui);
+    let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
+    let mut rows = cx.batches::<Generation>()?;
+    let order: HashMap<(&str, u32), usize> =
+        items.iter().enumerate().map(|(i, it)| ((it.pair_id.as_str(), it.sample), i)).collect();
+    let answered: HashSet<(String, u32)> = rows.rows().iter().map(|r| (r.pair_id.clone(), r.sample)).collect();
+    let todo: Vec<&Item> = items.iter().filter(|it| !answered.contains(&(it.pair_id.clone(), it.sample))).collect();
+    if !rows.rows().is_empty() {
+        ui.info(&format!("{}: resuming after {} of {} requests", cx.label(), rows.rows().len(), items.len()));
+    }
+    if !todo.is_empty() {
+        let backend = crate::backends::client(m)?;
+        let who = format!("model `{}` ({})", m.name, backend.describe());
+        // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
+        let slots = ask.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));
+        let handle = tokio::runtime::Handle::try_current().ok();
+        let local;
+        let handle = match handle {
+            Some(h) => h,
+            None => {
+                local = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+                local.handle().clone()
+            }
+        };
+        let bar = ui.bar(todo.len() as u64, "requests");
+        handle.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            let mut next = 0usize;
+            loop {
+                while set.len() < slots && next < todo.len() {
+                    let it = todo[next];
+                    let req = Request {
+                        messages: to_messages(&it.messages),
+                        temperature: g.key.temperature,
+                        max_tokens: g.key.max_tokens,
+                        seed: it.seed,
+                        extra: g.key.params.clone(),
+                    };
+                    let b = backend.clone();
+                    set.spawn_on(async move { (next, b.chat(&req).await) }, &handle);
+                    next += 1;
+                }
+                let Some(first) = set.join_next().await else { break };
+                let mut ready = vec![first];
+                while let Some(j) = set.try_join_next() {
+                    ready.push(j);
+                }
+                let mut fresh = Vec::with_capacity(ready.len());
+                for j in ready {
+                    let (i, r) = j.map_err(|e| anyhow!("a request task failed: {e}"))?;
+                    fresh.push(to_row(todo[i], service, model_name, round, r, &who, g));
+                }
+                bar.inc(fresh.len() as u64);
+                let n = (rows.rows().len() + fresh.len()) as u64;
+                rows.commit(fresh, n, 0)?;
+            }
+            Ok::<_, anyhow::Error>(())
+        })?;
+        bar.finish_and_clear();
+    }
+    let mut rows = rows.into_rows();
+    rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
+    Ok(rows)
+}
+
+pub(super) fn summary(rows: &[Generation]) -> String {
+    let errors = rows.iter().filter(|r| r.error.is_some()).count();
+    let degenerate = rows.iter().filter(|r| r.degenerate).count();
+    let tokens: u64 = rows.iter().filter_map(|r| r.completion_tokens).map(u64::from).sum();
+    let cost: f64 = rows.iter().filter_map(|r| r.cost).sum();
+    let mut s = format!("{} outputs, {errors} errors, {degenerate} degenerate, {tokens} tokens generated", rows.len());
+    if cost > 0.0 {
+        s.push_str(&format!(", cost {cost:.4}"));
+    }
+    s
+}
+
+/// `doc2ci export finetune`: k folds of chat JSONL, stratified by service.
+pub fn export_finetune(cfg: &Config, wh: &Warehouse, folds: usize, out: &std::path::Path) -> Result<String> {
+    use std::io::Write;
+    if folds < 2 {
+        anyhow::bail!("--folds must be at least 2");
+    }
+    let mut pairs: Vec<Pair> = Vec::new();
+    for s in &cfg.services {
+        pairs.extend(wh.read::<Pair>(&Partition::new(PAIRS, &[&s.name]))?);
+    }
+    if pairs.is_empty() {
+        anyhow::bail!("no pairs in {}: run `doc2ci run` first", wh.root.display());
+    }
+    let groups = doc2ci_generate::finetune::assign_folds(&pairs, folds);
+    let display = |s: &str| cfg.service(s).map_or(s.to_string(), |x| x.display.clone());
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut summary = Vec::new();
+    for f in 0..folds {
+        let dir = out.join(format!("fold-{f}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut train = std::io::BufWriter::new(std::fs::File::create(dir.join("train.jsonl"))?);
+        let mut test = std::io::BufWriter::new(std::fs::File::create(dir.join("test.jsonl"))?);
+        let (mut ntrain, mut ntest) = (0, 0);
+        for g in &groups {
+            if g.fold == f {
+                for l in doc2ci_generate::finetune::test_lines(g, &display(&g.service)) {
+                    serde_json::to_writer(&mut test, &l)?;
+                    test.write_all(b"\n")?;
+                    ntest += 1;
+                }
+            } else {
+                serde_json::to_writer(&mut train, &doc2ci_generate::finetune::train_line(g, &display(&g.service)))?;
+                train.write_all(b"\n")?;
+                ntrain += 1;
+            }
+        }
+        train.flush()?;
+        test.flush()?;
+        summary.push(format!("fold-{f}: {ntrain} train, {ntest} test"));
+    }
+    Ok(format!(
+        "{} pairs, {} distinct descriptions, {folds} folds in {}: {}",
+        pairs.len(),
+        groups.len(),
+        out.display(),
+        summary.join("; ")
+    ))
+}

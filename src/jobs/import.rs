@@ -1,0 +1,234 @@
+//! import: files of pairs (`pairs_raw`) and of a model's outputs (`generations`), streamed in
+//! checkpointed batches so a killed import resumes after its last batch.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use datafusion::arrow::array::Array;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+
+use doc2ci_import::{ColumnMap, ImportError, Record};
+use doc2ci_rows::Pair;
+
+use crate::config::{Config, ImportModel, ImportSource};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::warehouse::{self, Partition, GENERATIONS, PAIRS, PAIRS_RAW};
+
+const CODE: &[&str] = &["doc2ci-import"];
+
+/// One `kind = "import"` source → `pairs_raw/service=…/source=…`.
+pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
+    let src = &cfg.sources[source];
+    let s = src.import().expect("an import source");
+    let file = if s.format == "benchmark" { s.path.join(crate::release::PAIRS_JSONL) } else { s.path.clone() };
+    let params = json!({"format": s.format, "columns": s.columns, "skip_bad_rows": s.skip_bad_rows});
+    let job = ImportPairs {
+        name: src.name.clone(),
+        service: src.service.clone(),
+        file: s.clone(),
+        batch_size: cfg.stages.import.batch_size as u64,
+    };
+    g.add(
+        Node::new("import", Partition::new(PAIRS_RAW, &[&src.service, &src.name]), CODE, job)
+            .files(vec![file])
+            .params(params),
+    );
+    Ok(())
+}
+
+/// Every `backend = "import"` model → `generations/service=…/model=…`, attached to the deduped pairs.
+pub fn declare_outputs(cfg: &Config, g: &mut Graph) -> Result<()> {
+    for (name, m) in cfg.models.iter().filter_map(|m| m.import().map(|i| (&m.name, i))) {
+        let service = &m.service;
+        let Some(dedupe) = g.find(PAIRS.name, &[("service", service)]) else {
+            bail!("model `{name}`: service `{service}` has no source of pairs");
+        };
+        let job =
+            ImportOutputs { name: name.clone(), file: m.clone(), batch_size: cfg.stages.import.batch_size as u64 };
+        g.add(
+            Node::new("import", Partition::new(GENERATIONS, &[service, name]), CODE, job)
+                .deps(vec![dedupe])
+                .files(vec![m.path.clone()])
+                .params(json!({"format": m.format, "columns": m.columns, "skip_bad_rows": m.skip_bad_rows, "source": m.source}))
+                .model(name),
+        );
+    }
+    Ok(())
+}
+
+struct ImportPairs {
+    name: String,
+    service: String,
+    file: ImportSource,
+    batch_size: u64,
+}
+
+impl Job for ImportPairs {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let (s, service) = (&self.file, self.service.as_str());
+        let map = ColumnMap::for_format(&s.format, &s.columns).map_err(|e| anyhow!("source `{}`: {e}", self.name))?;
+        let benchmark = s.format == "benchmark";
+        let file =
+            FileSpec { path: &s.path, format: &s.format, skip_bad: s.skip_bad_rows, batch_size: self.batch_size };
+        let (rows, note) = batched(cx, &file, |rec, idx| {
+            // A released benchmark holds every service: this source takes its own.
+            if benchmark && rec.fields.get("service").and_then(|v| v.as_deref()) != Some(service) {
+                return Ok(None);
+            }
+            doc2ci_import::to_raw_pair(&rec, &map, service, &self.name, idx).map(Some)
+        })?;
+        cx.publish(&rows, note)
+    }
+}
+
+struct ImportOutputs {
+    name: String,
+    file: ImportModel,
+    batch_size: u64,
+}
+
+impl Job for ImportOutputs {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let m = &self.file;
+        let pairs: Vec<Pair> = cx.read(&Partition::new(PAIRS, &[&m.service]))?;
+        let map = ColumnMap::for_format(&m.format, &m.columns).map_err(|e| anyhow!("model `{}`: {e}", self.name))?;
+        let mut att = doc2ci_import::Attacher::new(&pairs, &m.source, &m.service, &self.name);
+        let mut dropped = 0usize;
+        let file =
+            FileSpec { path: &m.path, format: &m.format, skip_bad: m.skip_bad_rows, batch_size: self.batch_size };
+        let (rows, note) = batched(cx, &file, |rec, _| {
+            let g = att.attach(doc2ci_import::to_output(&rec, &map)?)?;
+            if g.is_none() {
+                dropped += 1;
+            }
+            Ok(g)
+        })?;
+        let mut note = note.map_or(String::new(), |n| format!("{n}; "));
+        note.push_str(&format!("{} attached, {dropped} outputs of dropped duplicate pairs not kept", rows.len()));
+        cx.publish(&rows, Some(note))
+    }
+}
+
+struct FileSpec<'a> {
+    path: &'a PathBuf,
+    format: &'a str,
+    skip_bad: bool,
+    batch_size: u64,
+}
+
+/// Streams a file's records through `convert` (given the record's 0-based index), one
+/// checkpointed batch every `batch_size` records.
+fn batched<T, F>(cx: &Ctx, file: &FileSpec, mut convert: F) -> Result<(Vec<T>, Option<String>)>
+where
+    T: Serialize + DeserializeOwned,
+    F: FnMut(Record, u64) -> std::result::Result<Option<T>, ImportError>,
+{
+    let mut batches = cx.batches::<T>()?;
+    let done = batches.done();
+    let mut skipped = batches.skipped();
+    if done > 0 {
+        cx.ui.info(&format!("{}: resuming after {done} records", cx.label()));
+    }
+    let mut batch: Vec<T> = Vec::new();
+    let mut consumed = 0u64;
+    let mut first_bad: Vec<String> = Vec::new();
+    let name = file.path.display();
+    for rec in records(file.path, file.format)? {
+        consumed += 1;
+        if consumed <= done {
+            continue;
+        }
+        match rec.and_then(|rec| convert(rec, consumed - 1)) {
+            Ok(Some(row)) => batch.push(row),
+            Ok(None) => {}
+            // A column missing from the header (or the first JSON record) is missing from every row:
+            // skipping rows would "succeed" with nothing.
+            Err(e) if e.missing_column.is_some() && (file.format != "jsonl" || consumed == 1) => bail!(
+                "{name}: {} (file-level: no row of this file can be read; skip_bad_rows skips bad rows, not a missing column)",
+                e.message
+            ),
+            Err(e) if file.skip_bad => {
+                skipped += 1;
+                if first_bad.len() < 3 {
+                    first_bad.push(format!("{name}:{}: {}", e.line, e.message));
+                }
+            }
+            Err(e) => bail!("{name}:{}: {}", e.line, e.message),
+        }
+        if consumed % file.batch_size == 0 {
+            batches.commit(std::mem::take(&mut batch), consumed, skipped)?;
+        }
+    }
+    let mut rows = batches.into_rows();
+    rows.append(&mut batch);
+    let note = (skipped > 0)
+        .then(|| format!("skipped {skipped} bad rows (skip_bad_rows = true), e.g. {}", first_bad.join("; ")));
+    if let Some(n) = &note {
+        cx.ui.info(&format!("{}: {n}", cx.label()));
+    }
+    Ok((rows, note))
+}
+
+type Records = Box<dyn Iterator<Item = std::result::Result<Record, ImportError>>>;
+
+fn records(path: &Path, format: &str) -> Result<Records> {
+    let name = path.display().to_string();
+    match format {
+        "llm4ci" | "csv" => {
+            let it = doc2ci_import::csv_records(open_input(path)?)
+                .map_err(|e| anyhow!("{name}:{}: {}", e.line, e.message))?;
+            Ok(Box::new(it))
+        }
+        "jsonl" => Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(path)?)))),
+        "benchmark" => {
+            crate::release::verify(path)?;
+            let f = path.join(crate::release::PAIRS_JSONL);
+            Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(&f)?))))
+        }
+        "parquet" => Ok(Box::new(parquet_records(path)?.into_iter().map(Ok))),
+        other => bail!("{name}: unknown format `{other}`"),
+    }
+}
+
+/// Opens a file, decompressing gzip when its magic bytes say so (whatever its name).
+pub fn open_input(path: &Path) -> Result<Box<dyn Read>> {
+    let mut f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut magic = [0u8; 2];
+    let n = f.read(&mut magic)?;
+    let f = File::open(path)?;
+    if n == 2 && magic == [0x1f, 0x8b] {
+        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))))
+    } else {
+        Ok(Box::new(BufReader::new(f)))
+    }
+}
+
+/// Parquet rows as records of text fields; "line" is the 1-based row number.
+fn parquet_records(path: &Path) -> Result<Vec<Record>> {
+    let mut out = Vec::new();
+    let opts = FormatOptions::default();
+    for b in warehouse::read_batches(path)? {
+        let schema = b.schema();
+        let fmts: Vec<ArrayFormatter> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<std::result::Result<_, _>>()?;
+        for row in 0..b.num_rows() {
+            let fields = schema
+                .fields()
+                .iter()
+                .zip(b.columns())
+                .zip(&fmts)
+                .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
+                .collect();
+            out.push(Record { line: out.len() as u64 + 1, fields });
+        }
+    }
+    Ok(out)
+}

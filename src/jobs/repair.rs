@@ -1,0 +1,164 @@
+//! repair: round k of (service, model) sends the outputs still schema-invalid after rounds
+//! 0..k, with their schema errors, back to a model (`generations/…/round-k.parquet`, validated
+//! and scored like any generations partition); a summary per (service, model) fills `repairs`.
+//! Which outputs a round revisits, and what it fixed, is `stages/repair`'s.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use doc2ci_generate::Prompter;
+use doc2ci_rows::{Generation, Pair, Validation};
+use doc2ci_validate::Service;
+use serde_json::json;
+
+use super::generate::{prompt_options, run_items, summary, Asker, Item, CODE, PROMPT_VERSION};
+use crate::config::{Config, Model};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::warehouse::{Partition, GENERATIONS, PAIRS, REPAIRS, VALIDATIONS};
+
+pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
+    let rp = &cfg.stages.repair;
+    if !rp.enabled || !cfg.stages.validate.enabled {
+        return Ok(());
+    }
+    let round0: Vec<usize> = g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).file.is_none()).collect();
+    for g0 in round0 {
+        let gp0 = g.part(g0).clone();
+        let service = gp0.get("service").unwrap_or_default().to_string();
+        let model_name = gp0.get("model").unwrap_or_default().to_string();
+        let Some(model) = cfg.models.iter().find(|m| m.name == model_name) else { continue };
+        if rp.models.as_ref().is_some_and(|ms| !ms.contains(&model_name)) {
+            continue;
+        }
+        let repairer: &Model = match &rp.model {
+            Some(r) => cfg.models.iter().find(|m| &m.name == r).expect("config checked the repair model"),
+            None if model.gen().is_some() => model,
+            None => continue,
+        };
+        let Ok(svc) = service.parse::<Service>() else { continue };
+        let Some(v0) = g.find(VALIDATIONS.name, &[("service", &service), ("model", &model_name)]) else { continue };
+        let Some(dedupe) = g.find(PAIRS.name, &[("service", &service)]) else { continue };
+        let params = json!({"repairer": repairer.name, "gen": repairer.gen().map(|g| &g.key), "prompt": PROMPT_VERSION,
+            "original": prompt_options(model.gen())});
+        let (mut gs, mut vs) = (vec![g0], vec![v0]);
+        for round in 1..=rp.rounds {
+            let mut deps = vec![dedupe];
+            deps.extend(&gs);
+            deps.extend(&vs);
+            let job = Repair {
+                ask: Asker::new(cfg, repairer, &service),
+                original: model.clone(),
+                round,
+                pairs: g.part(dedupe).clone(),
+                gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
+                vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
+            };
+            let part = Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&format!("round-{round}"));
+            let gk = g.add(
+                Node::new("repair", part, CODE, job)
+                    .deps(deps)
+                    .pinned(crate::backends::pins(repairer))
+                    .params(&params)
+                    .model(&model_name),
+            );
+            vs.push(super::validate::add(cfg, g, svc, gk)?);
+            if cfg.stages.score.enabled {
+                super::score::add(cfg, g, dedupe, gk)?;
+            }
+            gs.push(gk);
+        }
+        let job = Summary {
+            service: service.clone(),
+            model: model_name.clone(),
+            repairer: repairer.name.clone(),
+            gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
+            vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
+        };
+        let mut deps = gs.clone();
+        deps.extend(&vs);
+        g.add(
+            Node::new("repair", Partition::new(REPAIRS, &[&service, &model_name]), CODE, job)
+                .deps(deps)
+                .params(json!({"repairer": repairer.name}))
+                .model(&model_name),
+        );
+    }
+    Ok(())
+}
+
+/// Every earlier round's outputs and validations.
+fn rounds(cx: &Ctx, gens: &[Partition], vals: &[Partition]) -> Result<(Vec<Vec<Generation>>, Vec<Vec<Validation>>)> {
+    let (mut g_rows, mut v_rows) = (Vec::new(), Vec::new());
+    for (gp, vp) in gens.iter().zip(vals) {
+        g_rows.push(cx.read(gp)?);
+        v_rows.push(cx.read(vp)?);
+    }
+    Ok((g_rows, v_rows))
+}
+
+struct Repair {
+    /// The repairing model.
+    ask: Asker,
+    /// The model whose outputs are repaired (its prompt is quoted).
+    original: Model,
+    round: u32,
+    pairs: Partition,
+    gens: Vec<Partition>,
+    vals: Vec<Partition>,
+}
+
+impl Job for Repair {
+    /// Only outputs still schema-invalid after the earlier rounds are revisited; a valid output is
+    /// never sent again, and no row is written for it (its last row stays its answer).
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let display = &self.ask.display;
+        let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
+        pairs.sort_by_key(|p| p.position);
+        let by_id: HashMap<&str, &Pair> = pairs.iter().map(|p| (p.pair_id.as_str(), p)).collect();
+        let (g_rows, v_rows) = rounds(cx, &self.gens, &self.vals)?;
+        let latest = doc2ci_repair::latest(&g_rows, &v_rows);
+        // The original task as the model was asked it.
+        let prompter = Prompter::new(display, &pairs, prompt_options(self.original.gen()));
+        let mut items = Vec::new();
+        let mut keys: Vec<&(String, u32)> = latest.keys().collect();
+        keys.sort_by_key(|(p, s)| (by_id.get(p.as_str()).map_or(u64::MAX, |p| p.position), p.clone(), *s));
+        for k in keys {
+            let st = &latest[k];
+            if st.valid {
+                continue;
+            }
+            let Some((g, v)) = st.output else { continue };
+            let Some(pair) = by_id.get(k.0.as_str()) else { continue };
+            let original = prompter.messages(pair);
+            let out = g.output.as_deref().unwrap_or_default();
+            let messages = doc2ci_generate::repair_messages(&original, display, out, &v.errors);
+            items.push(Item { pair_id: k.0.clone(), sample: k.1, messages, seed: None });
+        }
+        let n = items.len();
+        let rows = run_items(cx, &self.ask, &self.original.name, self.round, items)?;
+        let note =
+            format!("round {}: {n} invalid outputs sent to `{}`; {}", self.round, self.ask.model.name, summary(&rows));
+        cx.publish(&rows, Some(note))
+    }
+}
+
+struct Summary {
+    service: String,
+    model: String,
+    repairer: String,
+    gens: Vec<Partition>,
+    vals: Vec<Partition>,
+}
+
+impl Job for Summary {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let (g_rows, v_rows) = rounds(cx, &self.gens, &self.vals)?;
+        let rows = doc2ci_repair::summary(&self.service, &self.model, &self.repairer, &g_rows, &v_rows);
+        let note = rows
+            .iter()
+            .map(|r| format!("round {}: {}/{} fixed", r.round, r.fixed, r.attempted))
+            .collect::<Vec<_>>()
+            .join(", ");
+        cx.publish(&rows, Some(note))
+    }
+}

@@ -1,0 +1,46 @@
+//! score: every metric of `stages/score`'s registry for each output against its pair's
+//! reference (`scores`, one partition per generations partition, repair rounds included). The
+//! embeddings come from the shared, content-addressed embedding cache. Declared by
+//! [`super::quality`] and by repair, per generations partition.
+
+use anyhow::Result;
+use doc2ci_rows::{Generation, Pair};
+
+use crate::config::Config;
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::resources;
+use crate::warehouse::{Partition, SCORES};
+
+const CODE: &[&str] = &["doc2ci-score", "doc2ci-embed"];
+
+/// The scores partition of one generations partition (any round) against the pairs of `dedupe`.
+pub fn add(cfg: &Config, g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {
+    let gp = g.part(gen).clone();
+    let model = gp.get("model").unwrap_or_default().to_string();
+    let mut part = Partition::new(SCORES, &[gp.get("service").unwrap_or_default(), &model]);
+    part.file = gp.file.clone();
+    let job = Score { pairs: g.part(dedupe).clone(), generations: gp };
+    Ok(g.add(
+        Node::new("score", part, CODE, job)
+            .deps(vec![dedupe, gen])
+            .pinned(vec![super::pin(resources::EMBED_MODEL)?, super::pin(resources::EMBED_TOKENIZER)?])
+            .params(&cfg.stages.score)
+            .model(&model),
+    ))
+}
+
+struct Score {
+    pairs: Partition,
+    generations: Partition,
+}
+
+impl Job for Score {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let pairs: Vec<Pair> = cx.read(&self.pairs)?;
+        let gens: Vec<Generation> = cx.read(&self.generations)?;
+        let (rows, embedded) = doc2ci_score::score_all(&pairs, &gens, |texts| resources::embed(cx.wh, texts))?;
+        // One column per registered metric: the row type alone cannot say which.
+        let template = doc2ci_rows::Score::template(doc2ci_score::metric_infos());
+        cx.publish_like(&rows, &template, Some(format!("{embedded} new texts embedded")))
+    }
+}

@@ -1,0 +1,107 @@
+//! validate: parse and JSON-Schema validity of every output (`validations`, one partition per
+//! generations partition, repair rounds included) and of every pair's own reference
+//! (`pair_validations`). The checks are `stages/validate`'s; the schemas are pinned assets.
+//! Declared by [`super::quality`] and by repair, per generations partition.
+
+use anyhow::{anyhow, Result};
+use doc2ci_rows::{Generation, Pair, Validation};
+use doc2ci_validate::{Service, Validator};
+use rayon::prelude::*;
+
+use crate::config::Config;
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::resources;
+use crate::warehouse::{Partition, PAIR_VALIDATIONS, VALIDATIONS};
+
+const CODE: &[&str] = &["doc2ci-validate"];
+
+/// The validity of each reference of the pairs of `dedupe`.
+pub fn add_references(cfg: &Config, g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {
+    let job = Validate { service, input: g.part(dedupe).clone(), references: true };
+    Ok(g.add(
+        Node::new("validate", Partition::new(PAIR_VALIDATIONS, &[service.name()]), CODE, job)
+            .deps(vec![dedupe])
+            .pinned(vec![super::pin(&resources::schema_asset(service))?])
+            .params(&cfg.stages.validate),
+    ))
+}
+
+/// The validations partition of one generations partition (any round).
+pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> Result<usize> {
+    let gp = g.part(gen).clone();
+    let mut part =
+        Partition::new(VALIDATIONS, &[gp.get("service").unwrap_or_default(), gp.get("model").unwrap_or_default()]);
+    part.file = gp.file.clone();
+    let model = gp.get("model").unwrap_or_default().to_string();
+    let job = Validate { service, input: gp, references: false };
+    Ok(g.add(
+        Node::new("validate", part, CODE, job)
+            .deps(vec![gen])
+            .pinned(vec![super::pin(&resources::schema_asset(service))?])
+            .params(&cfg.stages.validate)
+            .model(&model),
+    ))
+}
+
+struct Validate {
+    service: Service,
+    /// A pairs partition (`references`) or a generations partition.
+    input: Partition,
+    references: bool,
+}
+
+impl Job for Validate {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let v = resources::validator()?;
+        let s = self.service;
+        if self.references {
+            let pairs: Vec<Pair> = cx.read(&self.input)?;
+            let rows: Vec<Validation> = pairs
+                .par_iter()
+                .map(|p| validation(v, s, &p.pair_id, "reference", 0, 0, Some(&p.reference), None))
+                .collect::<Result<_>>()?;
+            let frag = rows.iter().filter(|r| r.fragment).count();
+            let parsed = rows.iter().filter(|r| r.parse_ok).count();
+            let note = format!("{} references: {parsed} parse as mappings, {frag} fragments", rows.len());
+            return cx.publish(&rows, Some(note));
+        }
+        let gens: Vec<Generation> = cx.read(&self.input)?;
+        let rows: Vec<Validation> = gens
+            .par_iter()
+            .map(|g| validation(v, s, &g.pair_id, &g.model, g.sample, g.round, g.output.as_deref(), g.error.as_deref()))
+            .collect::<Result<_>>()?;
+        let ok = rows.iter().filter(|r| r.schema_ok).count();
+        cx.publish(&rows, Some(format!("{ok}/{} schema-valid", rows.len())))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn validation(
+    v: &Validator,
+    service: Service,
+    pair_id: &str,
+    model: &str,
+    sample: u32,
+    round: u32,
+    text: Option<&str>,
+    error: Option<&str>,
+) -> Result<Validation> {
+    let (parse_ok, schema_ok, errors, fragment) = match text {
+        Some(t) => {
+            let r = v.validate(service, t).map_err(|e| anyhow!("{e}"))?;
+            (r.parse_ok, r.schema_ok, r.errors, r.fragment)
+        }
+        None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),
+    };
+    Ok(Validation {
+        pair_id: pair_id.into(),
+        service: service.name().into(),
+        model: model.into(),
+        sample,
+        round,
+        parse_ok,
+        schema_ok,
+        errors,
+        fragment,
+    })
+}
