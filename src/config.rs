@@ -2,6 +2,9 @@
 //!
 //! Parsing is strict (unknown keys, wrong types) so a typo never silently runs the wrong study;
 //! every error names the file, the line and the key.
+//!
+//! Long on purpose: each key's rule sits next to its parse and its error message, so one file
+//! answers "what may this key hold, and what does a mistake print"; the tests close it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

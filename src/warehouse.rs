@@ -6,6 +6,9 @@
 //! one step, so a concurrent `read_parquet('scores/**/*.parquet')` sees either the old rows or
 //! the new ones, never both.
 //! Engine bookkeeping lives under `_doc2ci/`, outside every table folder.
+//!
+//! Long on purpose: the table definitions, the atomic publish, the run lock, checkpoints and the
+//! Parquet encoding are one storage contract (SPEC §2); splitting them would spread its rules.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

@@ -1,5 +1,8 @@
 //! The two ways of fetching a page: plain HTTP (reqwest) and a real browser (Chromium through
 //! chromedriver, driven by fantoccini), behind one `fetch`.
+//!
+//! Long on purpose: both fetchers and the browser's life cycle (start, PDEATHSIG, reaping) share
+//! the same bounds and error shapes, and are tested together.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -425,8 +428,12 @@ impl Browser {
         };
         let Some(setpriv) = which("setpriv") else { return Some(chromium.display().to_string()) };
         let wrapper = self.profile_dir.with_extension("chromium.sh");
+        // The death signal is armed only once setpriv runs: a chromedriver killed just before that
+        // would leave Chromium without it, so the armed process checks that its parent is still the
+        // one that started it (field 4 of /proc/self/stat) before it becomes Chromium.
         let script = format!(
-            "#!/bin/sh\nexec {} --pdeathsig KILL -- {} \"$@\"\n",
+            "#!/bin/sh\np=$PPID\nexec {} --pdeathsig KILL -- /bin/sh -c \
+             '[ \"$(cut -d\" \" -f4 /proc/$$/stat)\" = \"$0\" ] && exec \"$@\"' \"$p\" {} \"$@\"\n",
             sh_quote(&setpriv.display().to_string()),
             sh_quote(&chromium.display().to_string())
         );

@@ -1,6 +1,8 @@
 //! all-MiniLM-L6-v2 sentence embeddings computed in-process, matching sentence-transformers
 //! (mean pooling over real tokens, L2 normalisation, truncation at 256 word pieces).
 //!
+//! Owns: text → vector. Never caches (the engine keeps the embedding cache) and never scores.
+//!
 //! Two forward passes share one tokenizer set-up:
 //! - [`Backend::Fused`] (default): the weights are loaded with candle, then the encoder runs on packed
 //!   rows (the tokens of a batch's texts stacked with no padding at all), with candle's `gemm` for the

@@ -2,6 +2,10 @@
 //! Ollama's native `/api/chat`, each a pool over several endpoints with per-endpoint concurrency, request and token
 //! rate limits, retries with exponential backoff and full jitter, a request timeout and a cap on the response size.
 //! API keys are read from the environment at construction and only ever sent in the `Authorization` header.
+//!
+//! Owns: the wire (bodies, parsing, pools, limits, retries). Never decides what to ask: prompts are
+//! `stages/generate`'s, which backend a model uses is the engine's `src/backends/`.
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

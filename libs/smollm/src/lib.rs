@@ -3,6 +3,9 @@
 //! and merges like llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix space and the
 //! model then answers `<|im_end|>` at once), and the Q4_1 weights are converted to Q8_0 once, because candle's Q4_1
 //! CPU dot product has no SIMD kernel (≈2× fewer tokens/s).
+//!
+//! Owns: running the weights it is given. Never fetches them (`doc2ci setup` does) or builds prompts.
+
 use std::fs::File;
 use std::io::{BufReader, Cursor, Read, Seek};
 use std::path::{Path, PathBuf};

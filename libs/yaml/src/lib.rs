@@ -1,5 +1,7 @@
 //! YAML loading for doc2ci, shared by the validate, score and crawl stages.
 //!
+//! Owns: text → YAML tree, with bounds. Never validates or scores.
+//!
 //! The study's peer loads YAML with ruamel.yaml's safe loader (YAML 1.2), so this crate
 //! builds its own tree from `saphyr-parser` events and reproduces that loader's semantics
 //! rather than a generic YAML library's:

@@ -1,6 +1,9 @@
 //! Crawl logic with no I/O: site profiles, URL scope and normalisation, robots.txt, page
 //! decoding, link discovery, and the study's section → pair extraction.
 //!
+//! Owns: what a profile selects and how a page becomes pairs. Never touches the network, a
+//! browser or the warehouse.
+//!
 //! The engine fetches pages (HTTP or a browser) and calls into this crate; everything here is a
 //! function of its arguments, so the golden test can run it over the bundled site's files.
 //! `docsite/check.py` is the Python reference of [`extract`]; the two must agree pair for pair.

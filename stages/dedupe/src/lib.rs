@@ -1,5 +1,8 @@
 //! Dedupe (SPEC §1): documentation reaches one section through several URLs, so the crawler
 //! collects exact copies; scoring each copy would weight those sections several times.
+//!
+//! Owns: which copy of a pair is kept, and the leak screen (`Pair.leak`). Never reads files or
+//! asks a model; the generate stage decides what a flagged pair means.
 
 use std::collections::HashMap;
 

@@ -1,6 +1,9 @@
 //! Generation as the study did it (SPEC §4): the exact zero-shot prompt, its few-shot and
 //! retrieval variants, the schema-guided repair prompt, markdown-fence stripping and the
 //! detection of degenerate outputs. Pure: no I/O, no model calls.
+//!
+//! Owns: every word a model is sent, and what of its answer is kept. Never calls a model or a
+//! file: `libs/llm` and the engine's generate job do.
 
 mod bm25;
 pub mod finetune;

@@ -1,5 +1,8 @@
 //! Import: turns records of existing files into `RawPair`s and `Generation`s.
 //!
+//! Owns: the column mappings of the predecessor study's files and of CSV/JSONL/Parquet. Never
+//! opens a file and never dedupes: it attaches outputs to the pairs it is given.
+//!
 //! The engine opens files (and decompresses them); this crate only sees readers and records,
 //! so the same mapping serves CSV, JSONL and Parquet and is testable on strings.
 

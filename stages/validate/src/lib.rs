@@ -1,6 +1,9 @@
 //! Validity of CI configurations (SPEC §6): does the text load as a YAML 1.2 mapping, does
 //! it conform to its service's JSON Schema, and is it only a fragment of a file.
 //!
+//! Owns: the services table ([`SERVICES`]: name, schema asset, format checks, fragment rule) and
+//! what "valid" means. Never reads a schema file itself (the engine hands it the bytes).
+//!
 //! The peer is check-jsonschema (with ruamel.yaml), so loading uses its tweaks
 //! ([`doc2ci_yaml::Options::check_jsonschema`]: timestamps stay text, GitLab's `!reference` is
 //! accepted for gitlab-ci) and schema checking mirrors its validator:
