@@ -108,6 +108,7 @@ registry! {
     exact,
     kv_exact,
     kv_wildcard,
+    tree_exact,
 }
 
 #[cfg(test)]
