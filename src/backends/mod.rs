@@ -40,6 +40,7 @@ registry! {
     openai,
     ollama,
     embedded,
+    responses,
 }
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
