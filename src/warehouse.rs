@@ -110,6 +110,12 @@ impl Partition {
     pub fn file_name(&self) -> String {
         format!("{}.parquet", self.file.as_deref().unwrap_or("part-0"))
     }
+    /// The partition of table `t` with this one's values and file: the validations (or scores)
+    /// of a generations partition, repair round included.
+    pub fn sibling(&self, t: TableDef) -> Partition {
+        assert_eq!(t.partition_cols.len(), self.values.len(), "partition arity of {}", t.name);
+        Partition { table: t.name, values: self.values.clone(), file: self.file.clone() }
+    }
     pub fn get(&self, col: &str) -> Option<&str> {
         self.values.iter().find(|(k, _)| k == col).map(|(_, v)| v.as_str())
     }

@@ -162,10 +162,7 @@ impl Ctx<'_> {
         extra: &[(String, Vec<u8>)],
         note: Option<String>,
     ) -> Result<Output> {
-        test_hook("DOC2CI_TEST_STAGE_DELAY_MS");
-        let output_hash = self.wh.write_with(&self.node.part, rows, extra)?;
-        self.wh.checkpoint(&self.node.part, self.key).clear();
-        Ok(Output { output_hash, rows: rows.len() as u64, note })
+        self.published(rows.len(), note, || self.wh.write_with(&self.node.part, rows, extra))
     }
 
     /// As [`Self::publish`], with the columns traced from `template` rather than from `T` (rows
@@ -176,10 +173,15 @@ impl Ctx<'_> {
         template: &T,
         note: Option<String>,
     ) -> Result<Output> {
+        self.published(rows.len(), note, || self.wh.write_like(&self.node.part, rows, template))
+    }
+
+    /// One publish: `write` lands the partition atomically, then its checkpoint goes.
+    fn published(&self, rows: usize, note: Option<String>, write: impl FnOnce() -> Result<String>) -> Result<Output> {
         test_hook("DOC2CI_TEST_STAGE_DELAY_MS");
-        let output_hash = self.wh.write_like(&self.node.part, rows, template)?;
+        let output_hash = write()?;
         self.wh.checkpoint(&self.node.part, self.key).clear();
-        Ok(Output { output_hash, rows: rows.len() as u64, note })
+        Ok(Output { output_hash, rows: rows as u64, note })
     }
 
     /// The partition's checkpoint, resumed: rows of the batches a killed run finished.

@@ -140,17 +140,7 @@ fn to_row(
         model: model.into(),
         sample: item.sample,
         round,
-        output: None,
-        raw_output: None,
-        latency_ms: None,
-        prompt_tokens: None,
-        completion_tokens: None,
-        error: None,
-        degenerate: false,
-        degenerate_kind: None,
-        finish_reason: None,
-        attempts: None,
-        cost: None,
+        ..Generation::default()
     };
     match r {
         Ok(reply) => {

@@ -17,8 +17,7 @@ const CODE: &[&str] = &["doc2ci-score", "doc2ci-embed"];
 pub fn add(cfg: &Config, g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {
     let gp = g.part(gen).clone();
     let model = gp.get("model").unwrap_or_default().to_string();
-    let mut part = Partition::new(SCORES, &[gp.get("service").unwrap_or_default(), &model]);
-    part.file = gp.file.clone();
+    let part = gp.sibling(SCORES);
     let job = Score { pairs: g.part(dedupe).clone(), generations: gp };
     Ok(g.add(
         Node::new("score", part, CODE, job)

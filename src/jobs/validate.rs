@@ -29,9 +29,7 @@ pub fn add_references(cfg: &Config, g: &mut Graph, service: Service, dedupe: usi
 /// The validations partition of one generations partition (any round).
 pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> Result<usize> {
     let gp = g.part(gen).clone();
-    let mut part =
-        Partition::new(VALIDATIONS, &[gp.get("service").unwrap_or_default(), gp.get("model").unwrap_or_default()]);
-    part.file = gp.file.clone();
+    let part = gp.sibling(VALIDATIONS);
     let model = gp.get("model").unwrap_or_default().to_string();
     let job = Validate { service, input: gp, references: false };
     Ok(g.add(

@@ -88,7 +88,7 @@ pub struct CodeBlock {
 }
 
 /// A deduplicated pair: the unit every generation is scored against.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pair {
     pub pair_id: String,
     pub service: String,
@@ -111,7 +111,7 @@ pub struct Pair {
 }
 
 /// One model output for one pair (round 0 = zero-shot, round k = k-th repair).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Generation {
     pub pair_id: String,
     pub service: String,

@@ -102,17 +102,12 @@ mod tests {
         Pair {
             pair_id: id.into(),
             service: "github-actions".into(),
-            url: String::new(),
-            title: String::new(),
-            description: String::new(),
             reference: reference.into(),
             n_copies: 1,
-            urls: vec![],
             source: "s".into(),
             source_id: id.into(),
             source_ids: vec![id.into()],
-            position: 0,
-            leak: None,
+            ..Pair::default()
         }
     }
 
@@ -124,16 +119,7 @@ mod tests {
             sample,
             round: 0,
             output: output.map(String::from),
-            raw_output: None,
-            latency_ms: None,
-            prompt_tokens: None,
-            completion_tokens: None,
-            error: None,
-            degenerate: false,
-            degenerate_kind: None,
-            finish_reason: None,
-            attempts: None,
-            cost: None,
+            ..Generation::default()
         }
     }
 

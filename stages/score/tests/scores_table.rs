@@ -80,17 +80,12 @@ fn rows() -> Vec<Score> {
     let pair = |id: &str, reference: &str| Pair {
         pair_id: id.into(),
         service: "github-actions".into(),
-        url: String::new(),
-        title: String::new(),
-        description: String::new(),
         reference: reference.into(),
         n_copies: 1,
-        urls: vec![],
         source: "s".into(),
         source_id: id.into(),
         source_ids: vec![id.into()],
-        position: 0,
-        leak: None,
+        ..Pair::default()
     };
     let generation = |pair_id: &str, sample: u32, round: u32, output: Option<&str>| Generation {
         pair_id: pair_id.into(),
@@ -99,16 +94,7 @@ fn rows() -> Vec<Score> {
         sample,
         round,
         output: output.map(String::from),
-        raw_output: None,
-        latency_ms: None,
-        prompt_tokens: None,
-        completion_tokens: None,
-        error: None,
-        degenerate: false,
-        degenerate_kind: None,
-        finish_reason: None,
-        attempts: None,
-        cost: None,
+        ..Generation::default()
     };
     let pairs = [
         pair("p1", "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest  # any *\n    steps: [{run: make}]\n"),
