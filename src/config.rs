@@ -186,44 +186,7 @@ impl FlatModel {
     }
 }
 
-/// How a generative model is called. `key` part (what changes the outputs) is in the cache
-/// key; throughput knobs (endpoints, concurrency, limits, retries) are not, so moving a model
-/// to a bigger fleet re-generates nothing.
-#[derive(Debug, Clone, Serialize)]
-pub struct GenSettings {
-    pub key: GenKey,
-    pub base_urls: Vec<String>,
-    pub api_key_env: Option<String>,
-    pub concurrency: usize,
-    pub rpm: Option<u32>,
-    pub tpm: Option<u32>,
-    pub retries: u32,
-    pub timeout_ms: u64,
-    pub price_per_1k_input: Option<f64>,
-    pub price_per_1k_output: Option<f64>,
-    /// Services this model answers (default: every declared service).
-    pub services: Vec<String>,
-}
-
-/// The parameters that decide what a model outputs.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct GenKey {
-    pub backend: String,
-    /// The id the server knows the model by (default: the model's name); for `embedded`, the GGUF asset.
-    pub model_id: String,
-    pub max_tokens: u32,
-    pub temperature: f32,
-    pub samples: u32,
-    pub seed: u64,
-    pub few_shot: usize,
-    /// Documentation sections quoted in the prompt (0 = off).
-    pub retrieval: usize,
-    pub retrieval_chars: usize,
-    /// Ollama's context window.
-    pub num_ctx: Option<u32>,
-    /// Extra body parameters (`[models.params]`), merged into every request.
-    pub params: serde_json::Map<String, serde_json::Value>,
-}
+pub use crate::backends::{GenKey, GenSettings};
 
 /// Per-stage parameters; part of each stage's cache key.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

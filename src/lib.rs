@@ -17,3 +17,58 @@ pub mod resources;
 pub mod sql;
 pub mod ui;
 pub mod warehouse;
+
+#[cfg(test)]
+mod layout {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    /// Top-level module → the top-level modules its files name as `crate::…`.
+    fn uses() -> BTreeMap<String, BTreeSet<String>> {
+        fn walk(d: &Path, top: Option<&str>, out: &mut BTreeMap<String, BTreeSet<String>>) {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                let p = e.path();
+                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+                let module = top.map_or(name.clone(), str::to_string);
+                if p.is_dir() {
+                    walk(&p, Some(&module), out);
+                } else if p.extension().is_some_and(|x| x == "rs") && !matches!(module.as_str(), "lib" | "main") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    let deps = out.entry(module.clone()).or_default();
+                    for (i, _) in text.match_indices("crate::") {
+                        let m: String =
+                            text[i + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                        if !m.is_empty() && m != module {
+                            deps.insert(m);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), None, &mut out);
+        out
+    }
+
+    /// Issue 13: the engine's glue has no import circle, so each module can be read (and tested)
+    /// knowing only what it imports.
+    #[test]
+    fn src_has_no_import_circle_and_the_engine_names_no_job() {
+        let uses = uses();
+        for start in uses.keys() {
+            let (mut seen, mut todo) = (BTreeSet::new(), vec![start.clone()]);
+            while let Some(m) = todo.pop() {
+                for d in uses.get(&m).into_iter().flatten() {
+                    assert_ne!(d, start, "import circle through `{start}` (via `{m}`): {uses:?}");
+                    if seen.insert(d.clone()) {
+                        todo.push(d.clone());
+                    }
+                }
+            }
+        }
+        let engine = &uses["engine"];
+        for m in ["jobs", "config", "backends", "crawl", "cli"] {
+            assert!(!engine.contains(m), "the engine imports `{m}`: {engine:?}");
+        }
+    }
+}

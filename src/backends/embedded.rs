@@ -6,9 +6,8 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{anyhow, Result};
 use doc2ci_llm::Backend;
 
-use super::Kind;
+use super::{GenSettings, Kind};
 use crate::assets;
-use crate::config::GenSettings;
 
 /// The embedded model's weights, as `doc2ci setup` fetches them.
 pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";

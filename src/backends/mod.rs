@@ -8,9 +8,48 @@ use std::sync::{Arc, Mutex, OnceLock};
 use anyhow::{anyhow, Result};
 use doc2ci_llm::{Backend, Limits};
 
-use crate::config::{GenSettings, Model};
+use serde::Serialize;
 
 pub use embedded::SMOLLM2_GGUF;
+
+/// How a generative model is called. `key` part (what changes the outputs) is in the cache
+/// key; throughput knobs (endpoints, concurrency, limits, retries) are not, so moving a model
+/// to a bigger fleet re-generates nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenSettings {
+    pub key: GenKey,
+    pub base_urls: Vec<String>,
+    pub api_key_env: Option<String>,
+    pub concurrency: usize,
+    pub rpm: Option<u32>,
+    pub tpm: Option<u32>,
+    pub retries: u32,
+    pub timeout_ms: u64,
+    pub price_per_1k_input: Option<f64>,
+    pub price_per_1k_output: Option<f64>,
+    /// Services this model answers (default: every declared service).
+    pub services: Vec<String>,
+}
+
+/// The parameters that decide what a model outputs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GenKey {
+    pub backend: String,
+    /// The id the server knows the model by (default: the model's name); for `embedded`, the GGUF asset.
+    pub model_id: String,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub samples: u32,
+    pub seed: u64,
+    pub few_shot: usize,
+    /// Documentation sections quoted in the prompt (0 = off).
+    pub retrieval: usize,
+    pub retrieval_chars: usize,
+    /// Ollama's context window.
+    pub num_ctx: Option<u32>,
+    /// Extra body parameters (`[models.params]`), merged into every request.
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
 
 /// One generative backend.
 pub struct Kind {
@@ -65,24 +104,23 @@ fn limits(g: &GenSettings) -> Limits {
 
 /// One client per model name for the whole process: connection pools and rate limits are
 /// shared by every partition of the model, and the embedded weights load once.
-pub fn client(m: &Model) -> Result<Arc<dyn Backend>> {
+pub fn client(model: &str, g: &GenSettings) -> Result<Arc<dyn Backend>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<dyn Backend>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut guard = cache.lock().map_err(|_| anyhow!("backend cache poisoned"))?;
-    if let Some(b) = guard.get(&m.name) {
+    if let Some(b) = guard.get(model) {
         return Ok(b.clone());
     }
-    let g = m.gen().ok_or_else(|| anyhow!("model `{}` is imported: it has no backend to call", m.name))?;
-    let k = kind(&g.key.backend)
-        .ok_or_else(|| anyhow!("model `{}`: backend `{}` cannot generate", m.name, g.key.backend))?;
-    let b = (k.build)(g).map_err(|e| anyhow!("model `{}`: {e:#}", m.name))?;
-    guard.insert(m.name.clone(), b.clone());
+    let k =
+        kind(&g.key.backend).ok_or_else(|| anyhow!("model `{model}`: backend `{}` cannot generate", g.key.backend))?;
+    let b = (k.build)(g).map_err(|e| anyhow!("model `{model}`: {e:#}"))?;
+    guard.insert(model.to_string(), b.clone());
     Ok(b)
 }
 
-/// The pinned assets of a model's backend, for its cache keys.
-pub fn pins(m: &Model) -> Vec<(String, String)> {
-    match m.gen().and_then(|g| kind(&g.key.backend).map(|k| (k, g))) {
+/// The pinned assets of a generative model's backend, for its cache keys (none for an import).
+pub fn pins(g: Option<&GenSettings>) -> Vec<(String, String)> {
+    match g.and_then(|g| kind(&g.key.backend).map(|k| (k, g))) {
         Some((k, g)) => (k.pins)(g),
         None => vec![],
     }

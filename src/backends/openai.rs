@@ -6,8 +6,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use doc2ci_llm::Backend;
 
-use super::Kind;
-use crate::config::GenSettings;
+use super::{GenSettings, Kind};
 
 pub const KIND: Kind =
     Kind { name: "openai", keys: &["api_key_env"], default_model: None, needs_url: true, build, pins: |_| vec![] };

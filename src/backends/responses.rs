@@ -8,8 +8,7 @@ use anyhow::Result;
 use doc2ci_llm::{Backend, LlmError, Parsed, Pool, Reply, Request};
 use serde_json::{json, Map, Value};
 
-use super::Kind;
-use crate::config::GenSettings;
+use super::{GenSettings, Kind};
 
 pub const KIND: Kind = Kind {
     name: "openai-responses",

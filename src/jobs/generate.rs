@@ -34,7 +34,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             g.add(
                 Node::new("generate", Partition::new(GENERATIONS, &[service, &m.name]), CODE, job)
                     .deps(vec![dedupe])
-                    .pinned(crate::backends::pins(m))
+                    .pinned(crate::backends::pins(m.gen()))
                     .params(
                         json!({"gen": gs.key, "prompt": PROMPT_VERSION, "keep_leaks": cfg.stages.dedupe.keep_leaks}),
                     )
@@ -199,7 +199,7 @@ pub(super) fn run_items(
         ui.info(&format!("{}: resuming after {} of {} requests", cx.label(), rows.rows().len(), items.len()));
     }
     if !todo.is_empty() {
-        let backend = crate::backends::client(m)?;
+        let backend = crate::backends::client(&m.name, g)?;
         let who = format!("model `{}` ({})", m.name, backend.describe());
         // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
         let slots = ask.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));

@@ -57,7 +57,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             let gk = g.add(
                 Node::new("repair", part, CODE, job)
                     .deps(deps)
-                    .pinned(crate::backends::pins(repairer))
+                    .pinned(crate::backends::pins(repairer.gen()))
                     .params(&params)
                     .model(&model_name),
             );
