@@ -751,18 +751,23 @@ impl Config {
                 skip_bad_rows: m.skip_bad_rows,
                 gen: None,
             };
-            if model.backend != "import" {
-                model.gen = Some(gen_settings(&cx, span.clone(), &m, &services)?);
-            } else if let Some((k, sp)) = generative_key(&m) {
+            // A key the model's kind does not read would be ignored: a typo or a wrong backend.
+            let import = model.backend == "import";
+            if let Some((k, sp, _)) = sided_keys(&m, &span).into_iter().find(|(_, _, generative)| *generative == import)
+            {
+                let takers = if import {
+                    format!("generative backends ({})", crate::backends::names()[1..].join(", "))
+                } else {
+                    "the import backend".to_string()
+                };
                 return cx.err(
                     sp,
                     &format!("models.{k}"),
-                    format!(
-                        "model `{}`: `{k}` applies to generative backends ({}), not import",
-                        model.name,
-                        crate::backends::names()[1..].join(", ")
-                    ),
+                    format!("model `{}`: `{k}` applies to {takers}, not {}", model.name, model.backend),
                 );
+            }
+            if !import {
+                model.gen = Some(gen_settings(&cx, span.clone(), &m, &services)?);
             }
             if model.backend == "import" {
                 let Some(path) = &m.path else {
@@ -1067,16 +1072,40 @@ fn crawl_source(
 }
 
 /// A key set on an import model that only generative backends use, with its position.
-fn generative_key(m: &RawModel) -> Option<(&'static str, std::ops::Range<usize>)> {
-    let pairs: [(&'static str, Option<std::ops::Range<usize>>); 6] = [
-        ("base_url", m.base_url.as_ref().map(|s| s.span())),
-        ("base_urls", m.base_urls.as_ref().map(|s| s.span())),
-        ("model", m.model.as_ref().map(|s| s.span())),
-        ("max_tokens", m.max_tokens.as_ref().map(|s| s.span())),
-        ("temperature", m.temperature.as_ref().map(|s| s.span())),
-        ("samples", m.samples.as_ref().map(|s| s.span())),
+/// Keys of a `[[models]]` entry that only one kind of model reads, present in `m`, with where
+/// they are (the entry itself for keys parsed without a span): (key, span, read by generative
+/// backends rather than by import). Generative keys come first in the study's usual order.
+fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str, std::ops::Range<usize>, bool)> {
+    let at = |present: bool| present.then(|| entry.clone());
+    let keys: [(&'static str, Option<std::ops::Range<usize>>, bool); 26] = [
+        ("base_url", m.base_url.as_ref().map(|s| s.span()), true),
+        ("base_urls", m.base_urls.as_ref().map(|s| s.span()), true),
+        ("model", m.model.as_ref().map(|s| s.span()), true),
+        ("max_tokens", m.max_tokens.as_ref().map(|s| s.span()), true),
+        ("temperature", m.temperature.as_ref().map(|s| s.span()), true),
+        ("samples", m.samples.as_ref().map(|s| s.span()), true),
+        ("api_key_env", m.api_key_env.as_ref().map(|s| s.span()), true),
+        ("concurrency", m.concurrency.as_ref().map(|s| s.span()), true),
+        ("timeout_ms", m.timeout_ms.as_ref().map(|s| s.span()), true),
+        ("retrieval", m.retrieval.as_ref().map(|s| s.span()), true),
+        ("services", m.services.as_ref().map(|s| s.span()), true),
+        ("params", at(m.params.is_some()), true),
+        ("rpm", at(m.rpm.is_some()), true),
+        ("tpm", at(m.tpm.is_some()), true),
+        ("retries", at(m.retries.is_some()), true),
+        ("seed", at(m.seed.is_some()), true),
+        ("few_shot", at(m.few_shot.is_some()), true),
+        ("retrieval_chars", at(m.retrieval_chars.is_some()), true),
+        ("num_ctx", at(m.num_ctx.is_some()), true),
+        ("price_per_1k_input", at(m.price_per_1k_input.is_some()), true),
+        ("price_per_1k_output", at(m.price_per_1k_output.is_some()), true),
+        ("path", m.path.as_ref().map(|s| s.span()), false),
+        ("format", m.format.as_ref().map(|s| s.span()), false),
+        ("source", m.source.as_ref().map(|s| s.span()), false),
+        ("columns", at(!m.columns.is_empty()), false),
+        ("skip_bad_rows", at(m.skip_bad_rows), false),
     ];
-    pairs.into_iter().find_map(|(k, s)| s.map(|s| (k, s)))
+    keys.into_iter().filter_map(|(k, s, g)| s.map(|s| (k, s, g))).collect()
 }
 
 fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: &[Service]) -> Result<GenSettings> {
@@ -1393,6 +1422,8 @@ mod tests {
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"llama\"\n", ":9:", "base model `llama` is not declared"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"x\"\n", ":9:", "names itself"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nformat = \"csv\"\n", ":9:", "`format` applies to the import backend, not embedded"),
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\ncolumns = { a = \"b\" }\n", ":6:", "`columns` applies to the import backend"),
         ];
         for (body, line, what) in cases {
             let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();
