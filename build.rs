@@ -18,8 +18,11 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "node_modules") {
+                continue;
+            }
             walk(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs" || x == "toml" || x == "json" || x == "txt") {
+        } else if p.extension().is_some_and(|x| x == "rs" || x == "toml" || x == "json" || x == "txt" || x == "cjs") {
             out.push(p);
         }
     }
@@ -63,6 +66,7 @@ fn main() {
     println!("cargo:rerun-if-changed=stages");
     println!("cargo:rerun-if-changed=libs");
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=tools");
     // Each stage and library crate: own hash (src/ and Cargo.toml) and workspace dependencies.
     let mut own: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
     let crates = ["stages", "libs"].into_iter().flat_map(|d| fs::read_dir(root.join(d)).unwrap().flatten());
@@ -107,6 +111,7 @@ fn main() {
     for (name, paths) in [
         ("crawl", vec!["src/crawl", "src/jobs/crawl.rs"]),
         ("generation", vec!["src/jobs/generate.rs", "src/jobs/repair.rs", "src/backends"]),
+        ("lint", vec!["src/linters", "src/jobs/lint.rs", "tools"]),
     ] {
         let mut files = Vec::new();
         for p in paths {

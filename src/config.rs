@@ -201,6 +201,8 @@ pub struct StageParams {
     #[serde(default)]
     pub score: QualityParams,
     #[serde(default)]
+    pub lint: LintParams,
+    #[serde(default)]
     pub crawl: CrawlParams,
     #[serde(default)]
     pub generate: GenerateParams,
@@ -393,6 +395,34 @@ impl Default for QualityParams {
 
 fn yes() -> bool {
     true
+}
+
+/// `[stages.lint]`: each service's own validator and security audit (see README "Lint").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LintParams {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// A tool that takes longer on one file is stopped and the row says so.
+    #[serde(default = "default_lint_timeout")]
+    pub timeout_secs: u64,
+    /// Longer texts are not given to the tools (the row says so): the tools hold a file in memory
+    /// several times over.
+    #[serde(default = "default_lint_max_bytes")]
+    pub max_bytes: usize,
+}
+
+impl Default for LintParams {
+    fn default() -> Self {
+        Self { enabled: true, timeout_secs: default_lint_timeout(), max_bytes: default_lint_max_bytes() }
+    }
+}
+
+fn default_lint_timeout() -> u64 {
+    20
+}
+fn default_lint_max_bytes() -> usize {
+    1 << 20
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -908,17 +938,18 @@ impl Config {
                 known.join(", ")
             );
         }
-        // validate and score know four services; any other name would silently get no rows (a typo
+        // validate, score and lint know four services; any other name would silently get no rows (a typo
         // hiding a whole service's results), so it is an error while either stage is on.
-        if raw.stages.validate.enabled || raw.stages.score.enabled {
+        if raw.stages.validate.enabled || raw.stages.score.enabled || raw.stages.lint.enabled {
             for (svc, span) in services.iter().zip(&service_spans) {
                 if svc.name.parse::<doc2ci_validate::Service>().is_err() {
                     return cx.err(
                         span.clone(),
                         "services.name",
                         format!(
-                            "unknown service `{}`: validate and score know github-actions, circleci, gitlab-ci and \
-                             travis-ci (another name needs [stages.validate] and [stages.score] enabled = false)",
+                            "unknown service `{}`: validate, score and lint know github-actions, circleci, gitlab-ci \
+                             and travis-ci (another name needs [stages.validate], [stages.score] and [stages.lint] \
+                             enabled = false)",
                             svc.name
                         ),
                     );
@@ -1332,7 +1363,9 @@ mod tests {
         let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
         let e = parse(cfg).unwrap_err().to_string();
         assert!(e.contains(":7:") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
-        let off = format!("{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n");
+        let off = format!(
+            "{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
+        );
         assert!(parse(&off).is_ok());
     }
 

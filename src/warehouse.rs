@@ -46,6 +46,8 @@ pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
 pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", partition_cols: &["service"] };
 pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
 pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
+/// Each lint tool's verdict on each output and reference (`model = "reference"`).
+pub const LINTS: TableDef = TableDef { name: "lints", partition_cols: &["service", "model"] };
 /// What each repair round revisited and fixed, per service and model.
 pub const REPAIRS: TableDef = TableDef { name: "repairs", partition_cols: &["service", "model"] };
 
@@ -64,6 +66,7 @@ pub const TABLES: &[TableDef] = &[
     PAIR_VALIDATIONS,
     VALIDATIONS,
     SCORES,
+    LINTS,
     REPAIRS,
     STATS,
     REPORT,

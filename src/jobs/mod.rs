@@ -9,6 +9,7 @@ mod dedupe;
 mod extract;
 mod generate;
 mod import;
+mod lint;
 mod models;
 mod repair;
 mod report;
@@ -51,10 +52,10 @@ pub fn declare(cfg: &Config) -> Result<Graph> {
     Ok(g)
 }
 
-/// validate and score: each service's references, then per generations partition its
-/// validations and its scores (the order stats reads them in).
+/// validate, lint and score: each service's references, then per generations partition its
+/// validations, lints and scores (the order stats reads them in).
 fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
-    let (validate, score) = (cfg.stages.validate.enabled, cfg.stages.score.enabled);
+    let (validate, score, lint) = (cfg.stages.validate.enabled, cfg.stages.score.enabled, cfg.stages.lint.enabled);
     for d in g.all(PAIRS.name) {
         let name = g.part(d).get("service").unwrap_or_default().to_string();
         // A service outside the four has no schema and no metrics context: nothing to check.
@@ -62,11 +63,17 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
         if validate {
             validate::add_references(cfg, g, service, d)?;
         }
+        if lint {
+            lint::add_references(cfg, g, service, d);
+        }
         let gens: Vec<usize> =
             g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&name)).collect();
         for gi in gens {
             if validate {
                 validate::add(cfg, g, service, gi)?;
+            }
+            if lint {
+                lint::add(cfg, g, service, gi);
             }
             if score {
                 score::add(cfg, g, d, gi)?;

@@ -62,6 +62,9 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                     .model(&model_name),
             );
             vs.push(super::validate::add(cfg, g, svc, gk)?);
+            if cfg.stages.lint.enabled {
+                super::lint::add(cfg, g, svc, gk);
+            }
             if cfg.stages.score.enabled {
                 super::score::add(cfg, g, dedupe, gk)?;
             }

@@ -243,7 +243,8 @@ def main() -> int:
                  f'[[sources]]\nname = "traps"\nkind = "crawl"\nservice = "traps"\nprofile = "traps"\n'
                  f'serve = "{ROOT / "docsite"}"\nbackend = "http"\n{prof}\n'
                  '[stages.crawl]\nrate_limit = 0\ntimeout_secs = 2\nretries = 0\nmax_page_bytes = 2000000\n'
-                 '[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n')
+                 '[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n'
+                 '[stages.lint]\nenabled = false\n')
             p = d / "pipeline.toml"
             p.write_text(s)
             return p

@@ -232,7 +232,8 @@ fn traps_config(dir: &Path, origin: &str, backend: &str, keep_query: bool, crawl
         "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"traps\"\ndisplay = \"Traps\"\n\n\
          [[sources]]\nname = \"traps\"\nkind = \"crawl\"\nservice = \"traps\"\nprofile = \"traps\"\nurl = \"{origin}\"\nbackend = \"{backend}\"\n\n\
          [[sources]]\nname = \"redirects\"\nkind = \"crawl\"\nservice = \"traps\"\nprofile = \"redirects\"\nurl = \"{origin}\"\nbackend = \"{backend}\"\n\n\
-         [profiles.traps]{traps}\n[profiles.redirects]{redirects}\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"
+         [profiles.traps]{traps}\n[profiles.redirects]{redirects}\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n\
+         [stages.lint]\nenabled = false\n"
     );
     let p = dir.join("pipeline.toml");
     std::fs::write(&p, s).unwrap();

@@ -195,6 +195,52 @@ pub struct Validation {
     pub fragment: bool,
 }
 
+/// One lint tool's verdict on one text (an output, or a pair's reference: `model = "reference"`).
+/// A text gets one row per tool of its service (GitHub Actions: actionlint and zizmor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Lint {
+    pub pair_id: String,
+    pub service: String,
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+    /// `actionlint`, `zizmor`, `gitlab-ci-local`, `circleci-config-parser`, or `schema` (Travis CI: no
+    /// offline validator exists beyond its schema). `None` when the tool could not be run: see `note`.
+    pub tool: Option<String>,
+    pub tool_version: Option<String>,
+    /// The study's verdict: `completed_ok` for a fragment that could be completed, else `as_is_ok`.
+    /// `None` when the text was not judged (tool missing, or it could not read the text): see `note`.
+    pub ok: Option<bool>,
+    /// No finding on the text as written.
+    pub as_is_ok: Option<bool>,
+    /// No finding inside the fragment's own lines once wrapped into the smallest standalone file
+    /// (`completed`). Equal to `as_is_ok` for a standalone text; `None` for a fragment of a shape no
+    /// wrapping rule covers.
+    pub completed_ok: Option<bool>,
+    /// The findings that decide `ok`: as written for a standalone text, inside the fragment (lines
+    /// and columns of the text as written) for a completed one.
+    pub findings: Vec<Finding>,
+    /// The findings the tool reported on the wrapper's own lines (never counted against the text).
+    pub wrapper_findings: Vec<Finding>,
+    /// The wrapping rule applied (`steps→job`, `job→workflow`, …), if the text was a fragment.
+    pub completed: Option<String>,
+    /// Why the text was not judged or not completed, if so.
+    pub note: Option<String>,
+}
+
+/// One finding of a lint tool. `line` and `column` are 1-based, in the text as stored (the wrapper
+/// removed), `None` when the tool reports a path rather than a place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Finding {
+    /// The tool's rule id (`expression`, `shellcheck:SC2086`, `template-injection`, …).
+    pub rule: String,
+    /// The tool's own severity word (`error` for actionlint, zizmor's `High`…`Informational`).
+    pub severity: String,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    pub message: String,
+}
+
 /// What a metric's values are: the Arrow type of its `scores` column (`Float64` or `Boolean`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {

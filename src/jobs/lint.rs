@@ -1,0 +1,164 @@
+//! lint: each service's own validator and security audit on every output (`lints`, one partition
+//! per generations partition, repair rounds included) and on every pair's reference (the
+//! `reference` model of `lints`). The verdicts are `stages/lint`'s; the tools are `crate::linters`'.
+//! A tool that cannot run here still gives its rows, which say why.
+
+use anyhow::Result;
+use doc2ci_lint::{complete, judge, Completion, Lint, Verdict};
+use doc2ci_rows::{Generation, Pair};
+use doc2ci_validate::Service;
+
+use crate::config::{Config, LintParams};
+use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::linters::{self, Limits};
+use crate::warehouse::{Partition, LINTS};
+
+const CODE: &[&str] = &["doc2ci-lint", "glue:lint"];
+
+/// The model name of a reference's rows.
+pub const REFERENCE: &str = "reference";
+
+/// The tools of `service` and each one's version here (or why it cannot run): part of the key,
+/// so installing a tool, or another version of it, re-runs the lint partitions.
+fn tools(service: Service) -> Vec<(&'static str, Result<String, String>)> {
+    linters::for_service(service).map(|t| (t.name, linters::probe(t))).collect()
+}
+
+fn node(cfg: &Config, service: Service, part: Partition, input: Partition, dep: usize, references: bool) -> Node {
+    let tools = tools(service);
+    let params = serde_json::json!({ "params": &cfg.stages.lint, "tools": tools.iter().map(|(n, v)| (n, v.as_ref().ok())).collect::<Vec<_>>() });
+    let job = LintJob { service, input, references, params: cfg.stages.lint.clone() };
+    Node::new("lint", part, CODE, job).deps(vec![dep]).params(&params)
+}
+
+/// The lints of each reference of the pairs of `dedupe`.
+pub fn add_references(cfg: &Config, g: &mut Graph, service: Service, dedupe: usize) -> usize {
+    let part = Partition::new(LINTS, &[service.name(), REFERENCE]);
+    let n = node(cfg, service, part, g.part(dedupe).clone(), dedupe, true);
+    g.add(n)
+}
+
+/// The lints partition of one generations partition (any round).
+pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> usize {
+    let gp = g.part(gen).clone();
+    let model = gp.get("model").unwrap_or_default().to_string();
+    let n = node(cfg, service, gp.sibling(LINTS), gp, gen, false).model(&model);
+    g.add(n)
+}
+
+struct LintJob {
+    service: Service,
+    /// A pairs partition (`references`) or a generations partition.
+    input: Partition,
+    references: bool,
+    params: LintParams,
+}
+
+/// One text to lint and the keys of its rows.
+struct Subject {
+    base: Lint,
+    text: Option<String>,
+    /// Why there is no text to lint (the backend's error), if so.
+    missing: Option<String>,
+}
+
+impl Job for LintJob {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let s = self.service;
+        let base = |pair_id: &str, model: &str, sample: u32, round: u32| Lint {
+            pair_id: pair_id.into(),
+            service: s.name().into(),
+            model: model.into(),
+            sample,
+            round,
+            ..Lint::default()
+        };
+        let subjects: Vec<Subject> = if self.references {
+            let pairs: Vec<Pair> = cx.read(&self.input)?;
+            pairs
+                .into_iter()
+                .map(|p| Subject { base: base(&p.pair_id, REFERENCE, 0, 0), text: Some(p.reference), missing: None })
+                .collect()
+        } else {
+            let gens: Vec<Generation> = cx.read(&self.input)?;
+            gens.into_iter()
+                .map(|g| {
+                    let missing = g.output.is_none().then(|| {
+                        format!("no output: {}", g.error.as_deref().unwrap_or("the backend returned nothing"))
+                    });
+                    Subject { base: base(&g.pair_id, &g.model, g.sample, g.round), text: g.output, missing }
+                })
+                .collect()
+        };
+        let rows = lint_all(s, &subjects, &self.params);
+        let judged: Vec<&Lint> = rows.iter().filter(|r| r.ok.is_some()).collect();
+        let ok = judged.iter().filter(|r| r.ok == Some(true)).count();
+        let note = format!("{ok}/{} judged lint-clean ({} rows not judged)", judged.len(), rows.len() - judged.len());
+        cx.publish(&rows, Some(note))
+    }
+}
+
+/// Every tool of `service` over every subject: one row per subject and tool.
+fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint> {
+    let limits = Limits { per_text: std::time::Duration::from_secs(p.timeout_secs.max(1)) };
+    // What each tool sees: the texts as written, then the completed fragments.
+    let lintable: Vec<Option<&str>> = subjects
+        .iter()
+        .map(|s| s.text.as_deref().filter(|t| t.len() <= p.max_bytes && !t.contains('\0')))
+        .collect();
+    let completions: Vec<Option<Completion>> = lintable.iter().map(|t| t.map(|t| complete(service, t))).collect();
+    let mut texts: Vec<&str> = lintable.iter().flatten().copied().collect();
+    let wrapped_at = texts.len();
+    for c in completions.iter().flatten() {
+        if let Completion::Wrapped(w) = c {
+            texts.push(&w.text);
+        }
+    }
+    let mut rows = Vec::with_capacity(subjects.len() * 2);
+    for tool in linters::for_service(service) {
+        let version = linters::probe(tool);
+        let verdicts: Result<Vec<Verdict>, String> = match &version {
+            Ok(_) => (tool.lint)(&texts, limits).map_err(|e| format!("{} failed: {e:#}", tool.name)),
+            Err(why) => Err(why.clone()),
+        };
+        let (mut as_is, mut done) = (0usize, wrapped_at);
+        for (i, s) in subjects.iter().enumerate() {
+            let mut base = s.base.clone();
+            base.tool = Some(tool.name.into());
+            base.tool_version = version.as_ref().ok().cloned();
+            let Some(_) = lintable[i] else {
+                base.ok = s.missing.is_some().then_some(false);
+                base.as_is_ok = base.ok;
+                base.note = Some(s.missing.clone().unwrap_or_else(|| match &s.text {
+                    Some(t) if t.contains('\0') => "the text holds a NUL byte: not given to the tools".into(),
+                    Some(t) => format!("the text is {} bytes, over [stages.lint] max_bytes = {}: not linted", t.len(), p.max_bytes),
+                    None => "no text".into(),
+                }));
+                rows.push(base);
+                continue;
+            };
+            let completion = completions[i].as_ref().expect("a lintable text has a completion");
+            let row = match &verdicts {
+                Err(why) => {
+                    base.note = Some(why.clone());
+                    base
+                }
+                Ok(v) => {
+                    let first = v[as_is].clone();
+                    as_is += 1;
+                    match completion {
+                        Completion::Standalone => judge(base, first, None, None),
+                        Completion::NoRule(why) => judge(base, first, None, Some(why.clone())),
+                        Completion::Wrapped(w) => {
+                            let second = v[done].clone();
+                            done += 1;
+                            judge(base, first, Some((w, second)), None)
+                        }
+                    }
+                }
+            };
+            rows.push(row);
+        }
+    }
+    rows
+}

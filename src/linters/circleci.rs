@@ -1,0 +1,46 @@
+//! CircleCI's own config parser (`@circleci/circleci-config-parser` 0.10.0-alpha.3, the parser of
+//! CircleCI's config SDK and of its visual editor), run by `tools/node/circleci.cjs` over a batch
+//! in one process. It resolves orbs from CircleCI's registry, which an offline check cannot reach:
+//! a text that imports orbs is not judged (the row says so).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use doc2ci_lint::{read, Verdict};
+use doc2ci_validate::Service;
+
+use super::{install, sandbox, Limits, Tool};
+
+pub const TOOL: Tool = Tool { name: "circleci-config-parser", service: Service::CircleCi, probe, lint };
+
+fn probe() -> Result<String, String> {
+    install::node_ready()?;
+    Ok("0.10.0-alpha.3".into())
+}
+
+fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
+    let (orbs, plain): (Vec<usize>, Vec<usize>) = (0..texts.len()).partition(|&i| doc2ci_lint::wrap::imports_orbs(texts[i]));
+    let asked: Vec<&str> = plain.iter().map(|&i| texts[i]).collect();
+    let answers = super::chunked("circleci-config-parser", &asked, 64, limits, batch)?;
+    let mut out: Vec<Option<Verdict>> = vec![None; texts.len()];
+    for i in orbs {
+        out[i] = Some(Verdict::Unreadable(
+            "imports orbs, whose definitions only CircleCI's orb registry has (not judged offline)".into(),
+        ));
+    }
+    for (i, v) in plain.into_iter().zip(answers) {
+        out[i] = Some(v);
+    }
+    Ok(out.into_iter().map(|v| v.expect("every text has a verdict")).collect())
+}
+
+fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
+    let tools = install::node_ready().map_err(|e| anyhow!(e))?;
+    let dir = sandbox::Scratch::new("circleci")?;
+    let args = install::node_args(&tools, &dir.0, &tools.join("circleci.cjs"));
+    let ran = sandbox::run(&install::node(), &args, &dir.0, Some(super::ndjson(texts)), budget)?;
+    if !ran.success() || ran.truncated {
+        bail!("circleci-config-parser failed ({:?}): {}", ran.status, ran.stderr.lines().last().unwrap_or(""));
+    }
+    Ok(super::answers("circleci-config-parser", &ran.stdout, texts.len())?.iter().map(read::circleci).collect())
+}

@@ -1,0 +1,120 @@
+//! The lint tools: one file per tool plus one line in [`TOOLS`]. A tool says which service it
+//! checks, how to learn its version here (or why it cannot run here), and how to lint a batch of
+//! texts into one [`Verdict`] per text. The lint stage's crate (`stages/lint`) reads their outputs
+//! and judges; this module only runs them, always through [`sandbox`].
+
+mod actionlint;
+mod circleci;
+mod gitlab_ci_local;
+pub mod install;
+pub mod sandbox;
+mod schema;
+mod zizmor;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use doc2ci_lint::Verdict;
+use doc2ci_validate::Service;
+
+/// How long a tool may take, per text.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub per_text: Duration,
+}
+
+/// A lint tool as the lint job sees it.
+pub struct Tool {
+    /// Its `tool` in the `lints` table.
+    pub name: &'static str,
+    pub service: Service,
+    /// Its version as recorded in each row and in the cache key, or why it cannot run here.
+    pub probe: fn() -> Result<String, String>,
+    /// One verdict per text, in order. An `Err` is the tool failing as a whole (not a finding).
+    pub lint: fn(&[&str], Limits) -> Result<Vec<Verdict>>,
+}
+
+macro_rules! registry {
+    ($($tool:ident),* $(,)?) => {
+        /// Every lint tool, in the order a service's rows are written.
+        pub const TOOLS: &[Tool] = &[$($tool::TOOL),*];
+    };
+}
+
+registry! { actionlint, zizmor, gitlab_ci_local, circleci, schema }
+
+/// The tools that check `service`.
+pub fn for_service(service: Service) -> impl Iterator<Item = &'static Tool> {
+    TOOLS.iter().filter(move |t| t.service == service)
+}
+
+/// Each tool's probe, once per process (the lint nodes' cache keys hold the versions).
+pub fn probe(tool: &Tool) -> Result<String, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<&'static str, Result<String, String>>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(r) = seen.lock().expect("probe cache").get(tool.name) {
+        return r.clone();
+    }
+    let r = (tool.probe)();
+    seen.lock().expect("probe cache").insert(tool.name, r.clone());
+    r
+}
+
+/// Runs `chunk` over `texts` in chunks of `size`; a chunk that fails or times out is run again one
+/// text at a time, so one hostile text costs only its own verdict (`Unreadable`, naming the tool).
+fn chunked(
+    tool: &str,
+    texts: &[&str],
+    size: usize,
+    limits: Limits,
+    chunk: impl Fn(&[&str], Duration) -> Result<Vec<Verdict>>,
+) -> Result<Vec<Verdict>> {
+    let mut out = Vec::with_capacity(texts.len());
+    for part in texts.chunks(size.max(1)) {
+        let budget = limits.per_text * 2 + limits.per_text / 4 * part.len() as u32;
+        match chunk(part, budget) {
+            Ok(v) if v.len() == part.len() => out.extend(v),
+            _ if part.len() == 1 => out.push(Verdict::Unreadable(format!(
+                "{tool} did not finish within {} s or failed on this text",
+                limits.per_text.as_secs()
+            ))),
+            _ => {
+                for t in part {
+                    out.push(match chunk(std::slice::from_ref(t), limits.per_text) {
+                        Ok(mut v) if v.len() == 1 => v.remove(0),
+                        Ok(_) | Err(_) => Verdict::Unreadable(format!(
+                            "{tool} did not finish within {} s or failed on this text",
+                            limits.per_text.as_secs()
+                        )),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `{"id": i, "text": …}` lines for a node driver.
+fn ndjson(texts: &[&str]) -> Vec<u8> {
+    let mut s = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        serde_json::to_writer(&mut s, &serde_json::json!({ "id": i, "text": t })).expect("JSON of a string");
+        s.push(b'\n');
+    }
+    s
+}
+
+/// A driver's answer lines, by id, one per text.
+fn answers(tool: &str, out: &str, n: usize) -> Result<Vec<serde_json::Value>> {
+    let mut by_id: Vec<Option<serde_json::Value>> = vec![None; n];
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{tool}: unreadable answer line ({e})"))?;
+        let id = v.get("id").and_then(|i| i.as_u64()).map(|i| i as usize).filter(|&i| i < n);
+        let id = id.ok_or_else(|| anyhow::anyhow!("{tool}: answer without a valid id"))?;
+        by_id[id] = Some(v);
+    }
+    by_id.into_iter().map(|v| v.ok_or_else(|| anyhow::anyhow!("{tool}: a text got no answer"))).collect()
+}

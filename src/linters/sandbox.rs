@@ -1,0 +1,182 @@
+//! How a lint tool runs: a subprocess in a private folder, with a cleared environment, no network
+//! (a new network namespace through `unshare`, when the machine allows one), a timeout, bounded
+//! output, and killed with doc2ci (a death signal, its own process group). Model text only ever
+//! reaches a tool as a file or on stdin, never through a shell or an argument.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+/// What a run printed and how it ended.
+pub struct Ran {
+    /// `None` when it was killed at the timeout.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Output past the cap was dropped.
+    pub truncated: bool,
+}
+
+impl Ran {
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+}
+
+/// A private folder removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Result<Scratch> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("doc2ci-lint-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether this machine can give a tool a network namespace of its own (probed once).
+pub fn netns() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        Command::new("unshare")
+            .args(["--net", "--map-root-user", "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Output kept per stream.
+pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// Runs `program args` in `dir` with `stdin`, offline when the machine allows it.
+pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, timeout: Duration) -> Result<Ran> {
+    let mut cmd = if netns() {
+        let mut c = Command::new("unshare");
+        c.args(["--net", "--map-root-user", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("TMPDIR", dir)
+        .env("LANG", "C.UTF-8")
+        .env("NO_COLOR", "1")
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe; the tool dies with the thread that waits for it, so a
+    // killed doc2ci leaves no linter behind.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", program.display()))?;
+    let pid = child.id() as i32;
+    let writer = stdin.map(|bytes| {
+        let mut w = child.stdin.take().expect("stdin is piped");
+        std::thread::spawn(move || {
+            let _ = w.write_all(&bytes);
+        })
+    });
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let (mut kept, mut buf, mut dropped) = (Vec::new(), vec![0u8; 64 << 10], false);
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let room = MAX_OUTPUT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                dropped |= n > room;
+            }
+            (kept, dropped)
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout is piped")));
+    let err = read(Box::new(child.stderr.take().expect("stderr is piped")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if start.elapsed() >= timeout {
+            // The whole group: node's helpers too.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // A grandchild that kept the pipes open goes with its group.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let (o, to) = out.join().map_err(|_| anyhow!("reading {}'s output", program.display()))?;
+    let (e, te) = err.join().map_err(|_| anyhow!("reading {}'s errors", program.display()))?;
+    Ok(Ran {
+        status,
+        stdout: String::from_utf8_lossy(&o).into_owned(),
+        stderr: String::from_utf8_lossy(&e).into_owned(),
+        truncated: to || te,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_past_its_timeout_is_killed_with_its_children() {
+        let s = Scratch::new("t").unwrap();
+        let r = run(Path::new("/bin/sh"), &["-c".into(), "sleep 30 & sleep 30".into()], &s.0, None, Duration::from_millis(300))
+            .unwrap();
+        assert!(r.status.is_none());
+    }
+
+    #[test]
+    fn output_is_bounded_and_stdin_arrives() {
+        let s = Scratch::new("t").unwrap();
+        let r = run(Path::new("/bin/cat"), &[], &s.0, Some(b"hello".to_vec()), Duration::from_secs(60)).unwrap();
+        assert!(r.success());
+        assert_eq!(r.stdout, "hello");
+        let big = run(Path::new("/bin/sh"), &["-c".into(), "head -c 40000000 /dev/zero".into()], &s.0, None, Duration::from_secs(60))
+            .unwrap();
+        assert!(big.truncated && big.stdout.len() == MAX_OUTPUT);
+    }
+
+    #[test]
+    fn the_environment_is_cleared_and_home_is_private() {
+        let s = Scratch::new("t").unwrap();
+        let r = run(Path::new("/bin/sh"), &["-c".into(), "echo $HOME; echo ${CARGO_MANIFEST_DIR:-none}".into()], &s.0, None, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(r.stdout, format!("{}\nnone\n", s.0.display()));
+    }
+}

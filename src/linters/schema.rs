@@ -1,0 +1,36 @@
+//! Travis CI: no offline validator exists beyond its JSON Schema (travis-yml, Travis's own
+//! parser, is a Ruby gem this project cannot install from the registries it uses, and the
+//! `travis lint` command asks Travis's API). The rows say so with `tool = "schema"`: the same
+//! schema as validate, made fragment-aware by the completion rules.
+
+use anyhow::{anyhow, Result};
+use doc2ci_lint::{Finding, Verdict};
+use doc2ci_validate::Service;
+
+use super::{Limits, Tool};
+
+pub const TOOL: Tool = Tool { name: "schema", service: Service::TravisCi, probe, lint };
+
+fn probe() -> Result<String, String> {
+    let asset = crate::resources::schema_asset(Service::TravisCi);
+    let sha = crate::assets::pinned_sha256(&asset).ok_or("no pinned Travis CI schema")?;
+    crate::resources::validator().map_err(|e| format!("{e:#}"))?;
+    Ok(format!("travis-ci schema {}", &sha[..12]))
+}
+
+fn lint(texts: &[&str], _limits: Limits) -> Result<Vec<Verdict>> {
+    let v = crate::resources::validator()?;
+    texts
+        .iter()
+        .map(|t| {
+            let r = v.validate(Service::TravisCi, t).map_err(|e| anyhow!("{e}"))?;
+            let rule = if r.parse_ok { "schema" } else { "parse" };
+            Ok(Verdict::Findings(
+                r.errors
+                    .into_iter()
+                    .map(|message| Finding { rule: rule.into(), severity: "error".into(), line: None, column: None, message })
+                    .collect(),
+            ))
+        })
+        .collect()
+}
