@@ -113,10 +113,12 @@ fn check_hex(s: &str) -> Result<()> {
 }
 
 fn require_in(manifests: &[Manifest], dir: &Path, rel: &str) -> Result<PathBuf> {
-    let asset =
-        manifests.iter().flat_map(|m| &m.wheel).flat_map(|w| &w.asset).find(|a| a.to == rel).ok_or_else(|| {
-            anyhow!("{rel} is not a known asset (not in schemas/, models/ or tools/manifest.toml)")
-        })?;
+    let asset = manifests
+        .iter()
+        .flat_map(|m| &m.wheel)
+        .flat_map(|w| &w.asset)
+        .find(|a| a.to == rel)
+        .ok_or_else(|| anyhow!("{rel} is not a known asset (not in schemas/, models/ or tools/manifest.toml)"))?;
     let path = dir.join(&asset.to);
     // Hashing the 90 MB model costs ~0.1 s; once per process and file is enough.
     static VERIFIED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();

@@ -40,7 +40,29 @@ pub const VIEWS: &[(&str, &str)] = &[
          100.0 * (raw_pairs - unique_pairs) / raw_pairs AS duplicate_pct, unique_pairs, unique_descriptions, leaks \
          FROM pg JOIN cb ON pg.service = cb.service JOIN raw ON pg.service = raw.service JOIN kept ON pg.service = kept.service ORDER BY pg.service",
     ),
-    // The study's Table I: zero-shot quality and validity per model.
+    // The study's Table I: zero-shot quality and validity per model, with the validity ladder's lint
+    // steps beside parse and schema (over the outputs a tool judged). Without a lints table, the
+    // next definition (the same without them) stands.
+    (
+        "model_summary",
+        "WITH l AS (SELECT service, model, pair_id, sample, \
+         MIN(CASE WHEN kind = 'validator' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS lint_ok, \
+         MIN(CASE WHEN kind = 'validator' THEN CASE WHEN as_is_ok THEN 1 WHEN NOT as_is_ok THEN 0 END END) AS lint_as_is_ok, \
+         MIN(CASE WHEN kind = 'audit' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS audit_ok \
+         FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample) \
+         SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
+         100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
+         100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
+         100.0 * AVG(l.lint_as_is_ok) AS lint_as_is_pct, 100.0 * AVG(l.lint_ok) AS lint_pct, \
+         100.0 * AVG(l.audit_ok) AS audit_pct, \
+         AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
+         AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
+         FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
+         AND s.sample = v.sample AND s.round = v.round \
+         LEFT JOIN l ON s.pair_id = l.pair_id AND s.service = l.service AND s.model = l.model AND s.sample = l.sample \
+         WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+    ),
     (
         "model_summary",
         "SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
@@ -51,6 +73,17 @@ pub const VIEWS: &[(&str, &str)] = &[
          AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
          FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
          AND s.sample = v.sample AND s.round = v.round WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+    ),
+    // Each lint tool per service and model: how many outputs it judged, its pass rates as written and
+    // fragment-aware, and how many fragments were completed (and came out clean).
+    (
+        "lint_summary",
+        "SELECT service, model, tool, kind, tool_version, COUNT(*) AS n, COUNT(ok) AS judged, \
+         100.0 * AVG(CASE WHEN as_is_ok THEN 1.0 WHEN NOT as_is_ok THEN 0.0 END) AS as_is_pct, \
+         100.0 * AVG(CASE WHEN ok THEN 1.0 WHEN NOT ok THEN 0.0 END) AS ok_pct, \
+         SUM(CASE WHEN completed IS NULL THEN 0 ELSE 1 END) AS completed, \
+         SUM(CASE WHEN completed IS NOT NULL AND completed_ok THEN 1 ELSE 0 END) AS completed_clean \
+         FROM lints WHERE round = 0 GROUP BY service, model, tool, kind, tool_version ORDER BY service, model, tool",
     ),
     // How many references are fragments or not even YAML mappings (the study's caveat on references).
     (
@@ -115,7 +148,10 @@ pub async fn context(wh: &Warehouse) -> Result<SessionContext> {
             .with_context(|| format!("cannot open table {}", t.name))?;
     }
     for (name, body) in VIEWS {
-        // A view over a table not built yet is simply absent.
+        // A view over a table not built yet is simply absent (or a later definition stands).
+        if ctx.table_exist(*name).unwrap_or(false) {
+            continue;
+        }
         if let Ok(df) = ctx.sql(body).await {
             let _ = ctx.register_table(*name, df.into_view());
         }

@@ -102,10 +102,8 @@ impl Job for LintJob {
 fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint> {
     let limits = Limits { per_text: std::time::Duration::from_secs(p.timeout_secs.max(1)) };
     // What each tool sees: the texts as written, then the completed fragments.
-    let lintable: Vec<Option<&str>> = subjects
-        .iter()
-        .map(|s| s.text.as_deref().filter(|t| t.len() <= p.max_bytes && !t.contains('\0')))
-        .collect();
+    let lintable: Vec<Option<&str>> =
+        subjects.iter().map(|s| s.text.as_deref().filter(|t| t.len() <= p.max_bytes && !t.contains('\0'))).collect();
     let completions: Vec<Option<Completion>> = lintable.iter().map(|t| t.map(|t| complete(service, t))).collect();
     let mut texts: Vec<&str> = lintable.iter().flatten().copied().collect();
     let wrapped_at = texts.len();
@@ -125,13 +123,18 @@ fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint>
         for (i, s) in subjects.iter().enumerate() {
             let mut base = s.base.clone();
             base.tool = Some(tool.name.into());
+            base.kind = tool.kind.into();
             base.tool_version = version.as_ref().ok().cloned();
             let Some(_) = lintable[i] else {
                 base.ok = s.missing.is_some().then_some(false);
                 base.as_is_ok = base.ok;
                 base.note = Some(s.missing.clone().unwrap_or_else(|| match &s.text {
                     Some(t) if t.contains('\0') => "the text holds a NUL byte: not given to the tools".into(),
-                    Some(t) => format!("the text is {} bytes, over [stages.lint] max_bytes = {}: not linted", t.len(), p.max_bytes),
+                    Some(t) => format!(
+                        "the text is {} bytes, over [stages.lint] max_bytes = {}: not linted",
+                        t.len(),
+                        p.max_bytes
+                    ),
                     None => "no text".into(),
                 }));
                 rows.push(base);

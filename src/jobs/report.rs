@@ -28,7 +28,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         services: services.iter().cloned().collect(),
     };
     g.add(
-        Node::new("report", Partition::new(REPORT, &[]), &["doc2ci-report", "doc2ci-score"], job)
+        Node::new("report", Partition::new(REPORT, &[]), &["doc2ci-report", "doc2ci-score", "doc2ci-lint"], job)
             .deps(deps)
             .params(json!({"report": cfg.stages.report, "services": services})),
     );
@@ -44,7 +44,7 @@ struct Report {
 
 impl Job for Report {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (units, models) = super::stats::study_rows(cx, &self.inputs)?;
+        let (units, models, lints) = super::stats::study_rows(cx, &self.inputs)?;
         let stats: Vec<StatRow> = cx.read(&self.stats)?;
         let input = doc2ci_report::Input {
             title: &self.params.title,
@@ -53,6 +53,7 @@ impl Job for Report {
             stats: &stats,
             services: &self.services,
             metrics: doc2ci_score::metric_infos(),
+            lints: &lints,
         };
         let files = doc2ci_report::build(&input);
         let rows: Vec<doc2ci_report::FileRow> = files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();

@@ -3,12 +3,12 @@
 //! `stages/stats`'s.
 
 use anyhow::Result;
-use doc2ci_rows::{ModelRow, Score, Validation};
+use doc2ci_rows::{Lint, ModelRow, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
 
 use crate::config::{Config, StatsParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, MODELS, SCORES, STATS, VALIDATIONS};
+use crate::warehouse::{Partition, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let Some(deps) = study_inputs(g) else { return Ok(()) };
@@ -24,10 +24,12 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     Ok(())
 }
 
-/// What stats and report read: every score and validation partition, then the models.
+/// What stats and report read: every score, validation and lint partition, then the models.
 pub fn study_inputs(g: &Graph) -> Option<Vec<usize>> {
-    let mut deps: Vec<usize> =
-        (0..g.nodes.len()).filter(|&i| [SCORES.name, VALIDATIONS.name].contains(&g.part(i).table)).collect();
+    let mut deps: Vec<usize> = (0..g.nodes.len())
+        .filter(|&i| [SCORES.name, VALIDATIONS.name, LINTS.name].contains(&g.part(i).table))
+        .filter(|&i| g.part(i).get("model") != Some(super::lint::REFERENCE))
+        .collect();
     if deps.is_empty() {
         return None;
     }
@@ -35,19 +37,22 @@ pub fn study_inputs(g: &Graph) -> Option<Vec<usize>> {
     Some(deps)
 }
 
-/// The rows of [`study_inputs`], as the statistics' units.
-pub fn study_rows(cx: &Ctx, inputs: &[Partition]) -> Result<(Vec<Unit>, Vec<ModelRow>)> {
-    let (mut scores, mut vals, mut models) = (Vec::new(), Vec::new(), Vec::new());
+/// The rows of [`study_inputs`], as the statistics' units, with the models and the lint rows.
+pub fn study_rows(cx: &Ctx, inputs: &[Partition]) -> Result<(Vec<Unit>, Vec<ModelRow>, Vec<Lint>)> {
+    let (mut scores, mut vals, mut lints, mut models) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for p in inputs {
         if p.table == SCORES.name {
             scores.extend(cx.read::<Score>(p)?);
         } else if p.table == VALIDATIONS.name {
             vals.extend(cx.read::<Validation>(p)?);
+        } else if p.table == LINTS.name {
+            lints.extend(cx.read::<Lint>(p)?);
         } else if p.table == MODELS.name {
             models.extend(cx.read::<ModelRow>(p)?);
         }
     }
-    Ok((doc2ci_stats::study::units(&scores, &vals, doc2ci_score::metric_infos()), models))
+    let units = doc2ci_stats::study::units(&scores, &vals, &lints, doc2ci_score::metric_infos());
+    Ok((units, models, lints))
 }
 
 struct Stats {
@@ -57,7 +62,7 @@ struct Stats {
 
 impl Job for Stats {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (units, models) = study_rows(cx, &self.inputs)?;
+        let (units, models, _) = study_rows(cx, &self.inputs)?;
         let s = &self.params;
         let params = doc2ci_stats::study::Params {
             seed: s.bootstrap_seed,

@@ -13,7 +13,7 @@ use doc2ci_validate::Service;
 
 use super::{install, sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "actionlint", service: Service::GithubActions, probe, lint };
+pub const TOOL: Tool = Tool { name: "actionlint", service: Service::GithubActions, kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;
@@ -21,7 +21,8 @@ fn probe() -> Result<String, String> {
 }
 
 fn shellcheck_version() -> Result<String, String> {
-    let exe = install::which("shellcheck").ok_or("shellcheck is not installed (scripts/deps.sh runtime installs it)")?;
+    let exe =
+        install::which("shellcheck").ok_or("shellcheck is not installed (scripts/deps.sh runtime installs it)")?;
     let out = std::process::Command::new(exe).arg("--version").output().map_err(|e| format!("shellcheck: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines().find_map(|l| l.strip_prefix("version: ")).map(str::to_string).ok_or("shellcheck: no version".into())
@@ -45,7 +46,9 @@ fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
             let runs: Vec<(Vec<&(usize, shell::Script)>, Result<Vec<(usize, Finding)>>)> =
                 match shellcheck_files(&shellcheck, sh, part, limits) {
                     Ok(found) => vec![(part.to_vec(), Ok(found))],
-                    Err(_) => part.iter().map(|s| (vec![*s], shellcheck_files(&shellcheck, sh, &[*s], limits))).collect(),
+                    Err(_) => {
+                        part.iter().map(|s| (vec![*s], shellcheck_files(&shellcheck, sh, &[*s], limits))).collect()
+                    }
                 };
             for (scripts, found) in runs {
                 match found {
@@ -110,8 +113,5 @@ fn shellcheck_files(
         Ok(c) if ran.status.is_some() && !ran.truncated => c,
         _ => bail!("shellcheck failed ({:?}): {}", ran.status, ran.stderr.lines().next().unwrap_or("")),
     };
-    Ok(comments
-        .iter()
-        .filter_map(|c| by_file.get(&c.file).map(|&k| (k, read::shell_finding(&part[k].1, c))))
-        .collect())
+    Ok(comments.iter().filter_map(|c| by_file.get(&c.file).map(|&k| (k, read::shell_finding(&part[k].1, c)))).collect())
 }

@@ -11,7 +11,8 @@ use doc2ci_validate::Service;
 
 use super::{install, sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "circleci-config-parser", service: Service::CircleCi, probe, lint };
+pub const TOOL: Tool =
+    Tool { name: "circleci-config-parser", service: Service::CircleCi, kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;
@@ -19,7 +20,8 @@ fn probe() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    let (orbs, plain): (Vec<usize>, Vec<usize>) = (0..texts.len()).partition(|&i| doc2ci_lint::wrap::imports_orbs(texts[i]));
+    let (orbs, plain): (Vec<usize>, Vec<usize>) =
+        (0..texts.len()).partition(|&i| doc2ci_lint::wrap::imports_orbs(texts[i]));
     let asked: Vec<&str> = plain.iter().map(|&i| texts[i]).collect();
     let answers = super::chunked("circleci-config-parser", &asked, 64, limits, batch)?;
     let mut out: Vec<Option<Verdict>> = vec![None; texts.len()];

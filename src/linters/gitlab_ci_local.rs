@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::{install, sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabCi, probe, lint };
+pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabCi, kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;

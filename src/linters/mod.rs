@@ -28,6 +28,8 @@ pub struct Tool {
     /// Its `tool` in the `lints` table.
     pub name: &'static str,
     pub service: Service,
+    /// `validator` (the service's own checker: the study's lint validity) or `audit`.
+    pub kind: &'static str,
     /// Its version as recorded in each row and in the cache key, or why it cannot run here.
     pub probe: fn() -> Result<String, String>,
     /// One verdict per text, in order. An `Err` is the tool failing as a whole (not a finding).

@@ -156,8 +156,14 @@ mod tests {
     #[test]
     fn a_tool_past_its_timeout_is_killed_with_its_children() {
         let s = Scratch::new("t").unwrap();
-        let r = run(Path::new("/bin/sh"), &["-c".into(), "sleep 30 & sleep 30".into()], &s.0, None, Duration::from_millis(300))
-            .unwrap();
+        let r = run(
+            Path::new("/bin/sh"),
+            &["-c".into(), "sleep 30 & sleep 30".into()],
+            &s.0,
+            None,
+            Duration::from_millis(300),
+        )
+        .unwrap();
         assert!(r.status.is_none());
     }
 
@@ -167,16 +173,28 @@ mod tests {
         let r = run(Path::new("/bin/cat"), &[], &s.0, Some(b"hello".to_vec()), Duration::from_secs(60)).unwrap();
         assert!(r.success());
         assert_eq!(r.stdout, "hello");
-        let big = run(Path::new("/bin/sh"), &["-c".into(), "head -c 40000000 /dev/zero".into()], &s.0, None, Duration::from_secs(60))
-            .unwrap();
+        let big = run(
+            Path::new("/bin/sh"),
+            &["-c".into(), "head -c 40000000 /dev/zero".into()],
+            &s.0,
+            None,
+            Duration::from_secs(60),
+        )
+        .unwrap();
         assert!(big.truncated && big.stdout.len() == MAX_OUTPUT);
     }
 
     #[test]
     fn the_environment_is_cleared_and_home_is_private() {
         let s = Scratch::new("t").unwrap();
-        let r = run(Path::new("/bin/sh"), &["-c".into(), "echo $HOME; echo ${CARGO_MANIFEST_DIR:-none}".into()], &s.0, None, Duration::from_secs(60))
-            .unwrap();
+        let r = run(
+            Path::new("/bin/sh"),
+            &["-c".into(), "echo $HOME; echo ${CARGO_MANIFEST_DIR:-none}".into()],
+            &s.0,
+            None,
+            Duration::from_secs(60),
+        )
+        .unwrap();
         assert_eq!(r.stdout, format!("{}\nnone\n", s.0.display()));
     }
 }

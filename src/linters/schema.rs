@@ -9,7 +9,7 @@ use doc2ci_validate::Service;
 
 use super::{Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "schema", service: Service::TravisCi, probe, lint };
+pub const TOOL: Tool = Tool { name: "schema", service: Service::TravisCi, kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     let asset = crate::resources::schema_asset(Service::TravisCi);
@@ -28,7 +28,13 @@ fn lint(texts: &[&str], _limits: Limits) -> Result<Vec<Verdict>> {
             Ok(Verdict::Findings(
                 r.errors
                     .into_iter()
-                    .map(|message| Finding { rule: rule.into(), severity: "error".into(), line: None, column: None, message })
+                    .map(|message| Finding {
+                        rule: rule.into(),
+                        severity: "error".into(),
+                        line: None,
+                        column: None,
+                        message,
+                    })
                     .collect(),
             ))
         })

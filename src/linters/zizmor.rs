@@ -11,7 +11,7 @@ use doc2ci_validate::Service;
 
 use super::{sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "zizmor", service: Service::GithubActions, probe, lint };
+pub const TOOL: Tool = Tool { name: "zizmor", service: Service::GithubActions, kind: "audit", probe, lint };
 
 const ASSET: &str = "tools/zizmor";
 
@@ -40,9 +40,10 @@ fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
         if left.is_empty() {
             break;
         }
-        let mut args: Vec<String> = ["--offline", "--no-config", "--no-progress", "--color", "never", "--format", "json"]
-            .map(String::from)
-            .to_vec();
+        let mut args: Vec<String> =
+            ["--offline", "--no-config", "--no-progress", "--color", "never", "--format", "json"]
+                .map(String::from)
+                .to_vec();
         args.extend(left.iter().map(|&i| names[i].clone()));
         let ran = sandbox::run(&exe, &args, &dir.0, None, budget)?;
         if ran.status.is_none() || ran.truncated {
@@ -66,7 +67,11 @@ fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
         };
         let audited = read::zizmor_audited(&ran.stderr);
         for &i in &left {
-            out[i] = Some(if audited.contains(&names[i]) { Verdict::Findings(Vec::new()) } else { Verdict::Unreadable(unparsed()) });
+            out[i] = Some(if audited.contains(&names[i]) {
+                Verdict::Findings(Vec::new())
+            } else {
+                Verdict::Unreadable(unparsed())
+            });
         }
         for (path, f) in found {
             if let Some(i) = names.iter().position(|n| *n == path) {

@@ -205,8 +205,12 @@ pub struct Lint {
     pub sample: u32,
     pub round: u32,
     /// `actionlint`, `zizmor`, `gitlab-ci-local`, `circleci-config-parser`, or `schema` (Travis CI: no
-    /// offline validator exists beyond its schema). `None` when the tool could not be run: see `note`.
+    /// offline validator exists beyond its schema).
     pub tool: Option<String>,
+    /// `validator` (the service's own checker: the study's lint validity) or `audit` (security
+    /// findings, reported beside it).
+    pub kind: String,
+    /// `None` when the tool is not installed here: `note` says why.
     pub tool_version: Option<String>,
     /// The study's verdict: `completed_ok` for a fragment that could be completed, else `as_is_ok`.
     /// `None` when the text was not judged (tool missing, or it could not read the text): see `note`.

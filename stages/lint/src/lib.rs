@@ -98,7 +98,10 @@ mod tests {
         assert_eq!((row.ok, row.as_is_ok, row.completed_ok), (Some(false), Some(false), Some(false)));
         assert_eq!(row.findings.len(), 1);
         let clean = judge(Lint::default(), Verdict::Findings(vec![]), None, None);
-        assert_eq!((clean.ok, clean.as_is_ok, clean.completed_ok, clean.note), (Some(true), Some(true), Some(true), None));
+        assert_eq!(
+            (clean.ok, clean.as_is_ok, clean.completed_ok, clean.note),
+            (Some(true), Some(true), Some(true), None)
+        );
     }
 
     #[test]

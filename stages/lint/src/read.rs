@@ -144,7 +144,9 @@ pub fn gitlab_ci_local(success: bool, output: &str) -> Verdict {
         return Verdict::Findings(Vec::new());
     }
     let lines: Vec<&str> = output.lines().filter(|l| !gitlab_noise(l)).collect();
-    let Some(first) = lines.first() else { return Verdict::Unreadable("gitlab-ci-local failed and said nothing".into()) };
+    let Some(first) = lines.first() else {
+        return Verdict::Unreadable("gitlab-ci-local failed and said nothing".into());
+    };
     let first = first.trim();
     let (rule, mut line, mut column) = (gitlab_rule(first), None, None);
     let message = if first.starts_with("Error attempting to evaluate") {
@@ -154,7 +156,9 @@ pub fn gitlab_ci_local(success: bool, output: &str) -> Verdict {
     };
     // js-yaml: "YAMLException: <what> (line:column)".
     if rule == "yaml" {
-        if let Some((l, c)) = first.rsplit_once('(').and_then(|(_, p)| p.strip_suffix(')')).and_then(|p| p.split_once(':')) {
+        if let Some((l, c)) =
+            first.rsplit_once('(').and_then(|(_, p)| p.strip_suffix(')')).and_then(|p| p.split_once(':'))
+        {
             line = l.parse().ok();
             column = c.parse().ok();
         }
@@ -211,7 +215,8 @@ mod tests {
 
     #[test]
     fn actionlint_findings() {
-        let f = actionlint(r#"[{"message":"job \"a\" needs job \"x\"","line":3,"column":3,"kind":"job-needs"}]"#).unwrap();
+        let f =
+            actionlint(r#"[{"message":"job \"a\" needs job \"x\"","line":3,"column":3,"kind":"job-needs"}]"#).unwrap();
         assert_eq!((f[0].rule.as_str(), f[0].line, f[0].column), ("job-needs", Some(3), Some(3)));
         assert!(actionlint("not json").unwrap_err().starts_with("actionlint:"));
     }
@@ -220,7 +225,10 @@ mod tests {
     fn gitlab_first_problem() {
         let out = "Using fallback git user.name\n  Command failed with ERR_ACCESS_DENIED: git\nneeds: [nope] for test could not be found\n";
         let Verdict::Findings(f) = gitlab_ci_local(false, out) else { panic!() };
-        assert_eq!((f[0].rule.as_str(), f[0].message.as_str()), ("needs-not-found", "needs: [nope] for test could not be found"));
+        assert_eq!(
+            (f[0].rule.as_str(), f[0].message.as_str()),
+            ("needs-not-found", "needs: [nope] for test could not be found")
+        );
         let Verdict::Findings(f) = gitlab_ci_local(false, "YAMLException: unexpected end of the stream (2:1)\n") else {
             panic!()
         };

@@ -75,34 +75,143 @@ impl Wrapped {
 
 const GHA_WORKFLOW: &[&str] = &["name", "run-name", "on", "permissions", "env", "defaults", "concurrency", "jobs"];
 const GHA_JOB: &[&str] = &[
-    "name", "permissions", "needs", "if", "runs-on", "environment", "concurrency", "outputs", "env", "defaults",
-    "steps", "timeout-minutes", "strategy", "continue-on-error", "container", "services", "uses", "with", "secrets",
+    "name",
+    "permissions",
+    "needs",
+    "if",
+    "runs-on",
+    "environment",
+    "concurrency",
+    "outputs",
+    "env",
+    "defaults",
+    "steps",
+    "timeout-minutes",
+    "strategy",
+    "continue-on-error",
+    "container",
+    "services",
+    "uses",
+    "with",
+    "secrets",
     "snapshot",
 ];
-const GHA_STEP: &[&str] =
-    &["id", "if", "name", "uses", "run", "shell", "with", "env", "continue-on-error", "timeout-minutes", "working-directory"];
+const GHA_STEP: &[&str] = &[
+    "id",
+    "if",
+    "name",
+    "uses",
+    "run",
+    "shell",
+    "with",
+    "env",
+    "continue-on-error",
+    "timeout-minutes",
+    "working-directory",
+];
 const GHA_EVENTS: &[&str] = &[
-    "branch_protection_rule", "check_run", "check_suite", "create", "delete", "deployment", "deployment_status",
-    "discussion", "discussion_comment", "fork", "gollum", "issue_comment", "issues", "label", "merge_group",
-    "milestone", "page_build", "project", "project_card", "project_column", "public", "pull_request",
-    "pull_request_review", "pull_request_review_comment", "pull_request_target", "push", "registry_package",
-    "release", "repository_dispatch", "schedule", "status", "watch", "workflow_call", "workflow_dispatch",
+    "branch_protection_rule",
+    "check_run",
+    "check_suite",
+    "create",
+    "delete",
+    "deployment",
+    "deployment_status",
+    "discussion",
+    "discussion_comment",
+    "fork",
+    "gollum",
+    "issue_comment",
+    "issues",
+    "label",
+    "merge_group",
+    "milestone",
+    "page_build",
+    "project",
+    "project_card",
+    "project_column",
+    "public",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "pull_request_target",
+    "push",
+    "registry_package",
+    "release",
+    "repository_dispatch",
+    "schedule",
+    "status",
+    "watch",
+    "workflow_call",
+    "workflow_dispatch",
     "workflow_run",
 ];
 const CCI_TOP: &[&str] = &["version", "setup", "orbs", "commands", "executors", "jobs", "workflows", "parameters"];
 const CCI_JOB: &[&str] = &[
-    "docker", "machine", "macos", "executor", "steps", "resource_class", "parallelism", "environment",
-    "working_directory", "parameters", "shell", "circleci_ip_ranges", "description",
+    "docker",
+    "machine",
+    "macos",
+    "executor",
+    "steps",
+    "resource_class",
+    "parallelism",
+    "environment",
+    "working_directory",
+    "parameters",
+    "shell",
+    "circleci_ip_ranges",
+    "description",
 ];
 const GITLAB_GLOBAL: &[&str] = &[
-    "default", "include", "stages", "variables", "workflow", "image", "services", "cache", "before_script",
-    "after_script", "spec",
+    "default",
+    "include",
+    "stages",
+    "variables",
+    "workflow",
+    "image",
+    "services",
+    "cache",
+    "before_script",
+    "after_script",
+    "spec",
 ];
 const GITLAB_JOB: &[&str] = &[
-    "script", "run", "stage", "image", "services", "before_script", "after_script", "rules", "needs", "artifacts",
-    "cache", "variables", "only", "except", "tags", "when", "allow_failure", "environment", "dependencies",
-    "extends", "retry", "timeout", "parallel", "trigger", "coverage", "interruptible", "resource_group", "release",
-    "pages", "secrets", "inherit", "id_tokens", "hooks", "identity", "manual_confirmation", "start_in",
+    "script",
+    "run",
+    "stage",
+    "image",
+    "services",
+    "before_script",
+    "after_script",
+    "rules",
+    "needs",
+    "artifacts",
+    "cache",
+    "variables",
+    "only",
+    "except",
+    "tags",
+    "when",
+    "allow_failure",
+    "environment",
+    "dependencies",
+    "extends",
+    "retry",
+    "timeout",
+    "parallel",
+    "trigger",
+    "coverage",
+    "interruptible",
+    "resource_group",
+    "release",
+    "pages",
+    "secrets",
+    "inherit",
+    "id_tokens",
+    "hooks",
+    "identity",
+    "manual_confirmation",
+    "start_in",
 ];
 
 const GHA_STUB: &str = "jobs:\n  doc2ci-wrapper:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo doc2ci\n";
@@ -182,7 +291,13 @@ impl Shape {
             body.push('\n');
         }
         let before = self.head.lines().count() as u32;
-        Wrapped { text: format!("{}{body}{}", self.head, self.tail), rule: self.rule, before, lines, indent: self.indent }
+        Wrapped {
+            text: format!("{}{body}{}", self.head, self.tail),
+            rule: self.rule,
+            before,
+            lines,
+            indent: self.indent,
+        }
     }
 }
 
@@ -275,7 +390,10 @@ fn circleci_map(m: &Map) -> Option<Shape> {
                 if m.contains_key("jobs") {
                     return None;
                 }
-                format!("jobs:\n  {WRAPPER_JOB}:\n{CCI_EXECUTOR}    steps:\n      - checkout\n{}", cci_workflow(&[WRAPPER_JOB.into()]))
+                format!(
+                    "jobs:\n  {WRAPPER_JOB}:\n{CCI_EXECUTOR}    steps:\n      - checkout\n{}",
+                    cci_workflow(&[WRAPPER_JOB.into()])
+                )
             }
         };
         // Workflows that run jobs defined elsewhere cannot be completed without inventing the jobs.
@@ -350,7 +468,10 @@ mod tests {
         let rule = |t: &str| wrapped(Service::GithubActions, t).rule;
         assert_eq!(rule("jobs:\n  a:\n    runs-on: x\n    steps: [{run: make}]\n"), "workflow");
         assert_eq!(rule("runs-on: ubuntu-latest\nsteps:\n  - run: make\n"), "job");
-        assert_eq!(rule("build:\n  runs-on: x\n  steps: [{run: a}]\ntest:\n  runs-on: x\n  steps: [{run: b}]\n"), "jobs");
+        assert_eq!(
+            rule("build:\n  runs-on: x\n  steps: [{run: a}]\ntest:\n  runs-on: x\n  steps: [{run: b}]\n"),
+            "jobs"
+        );
         assert_eq!(rule("name: Build\nrun: make\n"), "step");
         assert_eq!(rule("push:\n  branches: [main]\nschedule:\n  - cron: '0 0 * * *'\n"), "triggers");
         assert!(matches!(complete(Service::GithubActions, "foo: bar\n"), Completion::NoRule(_)));
@@ -378,7 +499,8 @@ mod tests {
         ];
         for (s, t) in cases {
             let w = wrapped(*s, t);
-            let v = doc2ci_yaml::load(&w.text, &Limits::default()).unwrap_or_else(|e| panic!("{t:?} → {:?}: {e}", w.text));
+            let v =
+                doc2ci_yaml::load(&w.text, &Limits::default()).unwrap_or_else(|e| panic!("{t:?} → {:?}: {e}", w.text));
             assert!(!is_fragment(*s, &v), "{s}: {t:?} completed by {} is still a fragment:\n{}", w.rule, w.text);
         }
     }
@@ -388,6 +510,9 @@ mod tests {
         let w = wrapped(Service::CircleCi, "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n");
         assert!(w.text.starts_with("version: 2.1\n"), "{}", w.text);
         assert!(w.text.ends_with("jobs:\n      - \"build\"\n"), "{}", w.text);
-        assert!(matches!(complete(Service::CircleCi, "workflows:\n  main:\n    jobs: [build]\n"), Completion::NoRule(_)));
+        assert!(matches!(
+            complete(Service::CircleCi, "workflows:\n  main:\n    jobs: [build]\n"),
+            Completion::NoRule(_)
+        ));
     }
 }

@@ -104,6 +104,7 @@ fn main() {
         stats: &rows,
         services: &svc_names,
         metrics,
+        lints: &[],
     });
     let report_s = t.elapsed().as_secs_f64();
     let bytes: usize = files.iter().map(|f| f.1.len()).sum();

@@ -94,6 +94,11 @@ pub fn all(inp: &Input) -> Vec<Fig> {
     if let Some(svg) = tiers(inp) {
         figs.push(("fig4_tiers".into(), "Fig. 4. Quality by size tier for general and code-specialized open models (tier means): similarity (left) and schema validity (right).".into(), svg));
     }
+    let means = crate::Means::new(inp.stats);
+    let models: Vec<&str> = inp.models.iter().map(|m| m.model.as_str()).collect();
+    if let Some(svg) = crate::lint::ladder(inp, &means, &models) {
+        figs.push(("fig_validity_ladder".into(), "The validity ladder per service: parse → schema → the service's own validator (as written, then with fragments completed), per model, zero-shot.".into(), svg));
+    }
     for metric in box_metrics(inp) {
         let vals = model_metric_values(inp.units, metric);
         if vals.is_empty() {

@@ -9,11 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use doc2ci_rows::{MetricInfo, ModelRow};
+use doc2ci_rows::{Lint, MetricInfo, ModelRow};
 use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG};
 use doc2ci_stats::{mean, Tier};
 
 mod figures;
+mod lint;
 
 /// What the report is built from.
 pub struct Input<'a> {
@@ -25,6 +26,8 @@ pub struct Input<'a> {
     pub services: &'a BTreeMap<String, String>,
     /// The score stage's metrics (`doc2ci_score::metric_infos()`), as given to stats.
     pub metrics: &'a [MetricInfo],
+    /// The lint rows (their findings give the most frequent rule ids); empty without a lint stage.
+    pub lints: &'a [Lint],
 }
 
 /// A table: caption, header and rows of cells (already formatted). `bold` marks cells to emphasise.
@@ -417,7 +420,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     out.push(t);
 
     // McNemar between models (per service) with the largest counts of discordance.
-    let mut t = Table::new("validity_contrasts", "Paired schema validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
+    let mut t = Table::new("validity_contrasts", "Paired schema and lint validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     for r in inp.stats.iter().filter(|r| {
         r.test == "mcnemar"
             && !r.group_b.ends_with(" repaired")
@@ -430,6 +433,9 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         t.rows.push(c);
     }
     out.push(t);
+
+    let names: Vec<&str> = models.iter().copied().collect();
+    out.extend(lint::tables(inp, &means, &names));
 
     // Fragment rates.
     let mut header = vec!["Model".to_string()];

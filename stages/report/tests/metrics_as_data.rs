@@ -60,7 +60,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
             });
         }
     }
-    let units = study::units(&scores, &vals, metrics);
+    let units = study::units(&scores, &vals, &[], metrics);
     let params = study::Params { resamples: 50, metrics: metrics.to_vec(), ..Default::default() };
     let stats = study::run(&units, &models, &params);
     let services: BTreeMap<String, String> = [("github-actions".to_string(), "GitHub Actions".to_string())].into();
@@ -71,6 +71,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
         stats: &stats,
         services: &services,
         metrics,
+        lints: &[],
     });
     (stats, files)
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use doc2ci_rows::{MetricInfo, MetricKind, ModelRow, Score, Validation};
+use doc2ci_rows::{Lint, MetricInfo, MetricKind, ModelRow, Score, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -62,8 +62,11 @@ impl Default for Params {
     }
 }
 
-/// Validity indicators, joined from `validations` (they are not score metrics), in report order.
-pub const VALIDATION_INDICATORS: &[&str] = &["parse_ok", "schema_ok", "fragment"];
+/// Validity indicators, joined from `validations` and `lints` (they are not score metrics), in
+/// report order: the validity ladder parse → schema → lint (the service's own validator, as written
+/// and fragment-aware), then the security audit.
+pub const VALIDATION_INDICATORS: &[&str] =
+    &["parse_ok", "schema_ok", "fragment", "lint_as_is_ok", "lint_ok", "audit_ok"];
 
 /// Every metric the study tests, in report order: the score metrics it covers (`in_study`, in
 /// registry order), then the validation indicators. What `ci_metrics` may name.
@@ -92,10 +95,11 @@ pub struct Unit {
     pub values: BTreeMap<&'static str, f64>,
 }
 
-/// Joins scores and validations on (service, pair, model, sample, round); a side missing leaves its
-/// metrics out of that unit. Of the scores, the `metrics` the study tests (`in_study`) are kept,
-/// a bool as 0 or 1.
-pub fn units(scores: &[Score], validations: &[Validation], metrics: &[MetricInfo]) -> Vec<Unit> {
+/// Joins scores, validations and lints on (service, pair, model, sample, round); a side missing
+/// leaves its metrics out of that unit. Of the scores, the `metrics` the study tests (`in_study`)
+/// are kept, a bool as 0 or 1. A lint verdict counts only where a tool judged the text: with
+/// several tools of one kind, the text passes when every one that judged it passes.
+pub fn units(scores: &[Score], validations: &[Validation], lints: &[Lint], metrics: &[MetricInfo]) -> Vec<Unit> {
     type K = (String, String, String, u32, u32);
     let studied: Vec<&'static str> = metrics.iter().filter(|m| m.in_study).map(|m| m.name).collect();
     let mut map: BTreeMap<K, BTreeMap<&'static str, f64>> = BTreeMap::new();
@@ -112,6 +116,19 @@ pub fn units(scores: &[Score], validations: &[Validation], metrics: &[MetricInfo
         e.insert("parse_ok", v.parse_ok as u8 as f64);
         e.insert("schema_ok", v.schema_ok as u8 as f64);
         e.insert("fragment", v.fragment as u8 as f64);
+    }
+    for l in lints.iter().filter(|l| l.model != "reference") {
+        let e = map.entry((l.service.clone(), l.pair_id.clone(), l.model.clone(), l.sample, l.round)).or_default();
+        let verdicts: [(&'static str, Option<bool>); 2] = match l.kind.as_str() {
+            "audit" => [("audit_ok", l.ok), ("", None)],
+            _ => [("lint_ok", l.ok), ("lint_as_is_ok", l.as_is_ok)],
+        };
+        for (name, ok) in verdicts {
+            if let Some(ok) = ok {
+                let v = e.entry(name).or_insert(1.0);
+                *v = v.min(ok as u8 as f64);
+            }
+        }
     }
     map.into_iter()
         .map(|((service, pair_id, model, sample, round), values)| Unit {
@@ -321,20 +338,22 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
         }
     }
 
-    // ---- McNemar on schema validity between models, per service; Holm per service ----
-    for svc in &services {
-        let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
-        let mut fam = Vec::new();
-        for i in 0..ms.len() {
-            for j in i + 1..ms.len() {
-                let (x, y) = paired(&cell, Some(svc), ms[i], ms[j], "schema_ok", &services);
-                if x.is_empty() {
-                    continue;
+    // ---- McNemar on schema and lint validity between models, per service; Holm per service ----
+    for indicator in ["schema_ok", "lint_ok"].into_iter().filter(|m| metrics.contains(m)) {
+        for svc in &services {
+            let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
+            let mut fam = Vec::new();
+            for i in 0..ms.len() {
+                for j in i + 1..ms.len() {
+                    let (x, y) = paired(&cell, Some(svc), ms[i], ms[j], indicator, &services);
+                    if x.is_empty() {
+                        continue;
+                    }
+                    fam.push(mcnemar_row(svc, indicator, ms[i], ms[j], &x, &y));
                 }
-                fam.push(mcnemar_row(svc, "schema_ok", ms[i], ms[j], &x, &y));
             }
+            push_holm(&mut out, fam);
         }
-        push_holm(&mut out, fam);
     }
 
     // ---- services: Friedman on per-model means (blocks = models), Wilcoxon pairs, Cliff's δ ----
