@@ -10,7 +10,8 @@ MODULES = [
     "ruamel.yaml", "jsonschema", "check_jsonschema",
     # metric peers (stages/score/tests/peers/metrics_peer.py)
     "sacrebleu", "crystalbleu", "zss", "rapidfuzz", "nltk", "deepdiff",
-    # reading the warehouse as a user would (tests/py/duckdb_check.py)
+    # reading the warehouse as a user would (tests/py/duckdb_check.py); the lint peer
+    # (tests/peers/lint_peer.py: its tools come from `doc2ci setup`, shellcheck from deps.sh)
     "duckdb",
     # crawl reference extraction (docsite/check.py, tests/crawl)
     "html5lib", "bs4",
@@ -20,7 +21,12 @@ MODULES = [
     "llama_cpp", "llama_cpp.server", "openai",
 ]
 
+import shutil
+
 missing = []
+for exe in ["shellcheck", "node", "npm", "unshare"]:
+    if shutil.which(exe) is None:
+        missing.append(f"{exe}: not on PATH (the lint stage's tools and sandbox)")
 for m in MODULES:
     try:
         importlib.import_module(m)

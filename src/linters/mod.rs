@@ -98,6 +98,9 @@ fn chunked(
     Ok(out)
 }
 
+#[cfg(test)]
+mod tests;
+
 /// `{"id": i, "text": …}` lines for a node driver.
 fn ndjson(texts: &[&str]) -> Vec<u8> {
     let mut s = Vec::new();

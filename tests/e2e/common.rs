@@ -17,12 +17,18 @@ pub fn output_file(model: &str) -> PathBuf {
 }
 
 /// A study over the real llm4ci data in `dir`, with `extra` appended (more models, stage params);
-/// import and dedupe only, so engine tests do not pay for embeddings.
+/// import and dedupe only, so engine tests do not pay for embeddings or lint tools.
 pub fn write_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
-    study(dir, models, &format!("{extra}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"))
+    study(
+        dir,
+        models,
+        &format!(
+            "{extra}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
+        ),
+    )
 }
 
-/// The same study with validate and score on.
+/// The same study with validate, lint and score on.
 pub fn write_quality_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
     study(dir, models, extra)
 }

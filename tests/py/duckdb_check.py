@@ -16,6 +16,7 @@ KEYS = {
     "models": ["model"],
     "validations": ["pair_id", "service", "model", "sample", "round"],
     "scores": ["pair_id", "service", "model", "sample", "round"],
+    "lints": ["pair_id", "service", "model", "sample", "round", "tool"],
 }
 
 wh = sys.argv[1]

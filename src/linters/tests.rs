@@ -1,0 +1,132 @@
+//! The real tools, as `doc2ci setup` installed them (scripts/test.sh runs it before the tests):
+//! confinement, hostile texts, and one bad text costing only its own verdict.
+
+use std::time::{Duration, Instant};
+
+use doc2ci_lint::Verdict;
+
+use super::*;
+
+fn tool(name: &str) -> &'static Tool {
+    TOOLS.iter().find(|t| t.name == name).unwrap()
+}
+
+fn limits() -> Limits {
+    Limits { per_text: Duration::from_secs(20) }
+}
+
+fn findings(v: &Verdict) -> &[doc2ci_lint::Finding] {
+    match v {
+        Verdict::Findings(f) => f,
+        Verdict::Unreadable(why) => panic!("not judged: {why}"),
+    }
+}
+
+#[test]
+fn every_tool_runs_on_this_machine() {
+    for t in TOOLS {
+        let v = probe(t).unwrap_or_else(|e| panic!("{}: {e}", t.name));
+        assert!(!v.is_empty(), "{}", t.name);
+    }
+    assert!(sandbox::netns(), "the lint tools run in a network namespace of their own");
+}
+
+#[test]
+fn gitlab_rules_are_evaluated_confined() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("MARKER");
+    let m = marker.display();
+    let texts = [
+        format!("build:\n  script: [echo]\n  rules:\n    - if: $CI == \"1\" || process.getBuiltinModule(\"fs\").writeFileSync(\"{m}\", \"x\")\n"),
+        format!("build:\n  script: [echo]\n  rules:\n    - if: $CI == \"1\" || process.binding(\"spawn_sync\") || require(\"child_process\").execSync(\"touch {m}\")\n"),
+        "include:\n  - remote: 'https://example.com/ci.yml'\nbuild:\n  script: [echo]\n".to_string(),
+    ];
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let v = (tool("gitlab-ci-local").lint)(&refs, limits()).unwrap();
+    assert!(!marker.exists(), "model text escaped gitlab-ci-local's confinement");
+    for (t, v) in texts.iter().zip(&v) {
+        assert!(!findings(v).is_empty(), "{t:?} passed: {v:?}");
+    }
+    // The remote include is not fetched: there is no network in the sandbox.
+    assert_eq!(findings(&v[2])[0].rule, "include-unavailable", "{:?}", v[2]);
+}
+
+#[test]
+fn gitlab_findings_name_the_problem() {
+    let texts = [
+        "build:\n  script: [make]\n",
+        "test:\n  stage: tst\n  script: [make]\n",
+        "test:\n  needs: [nope]\n  script: [make]\n",
+        "test:\n  extends: .missing\n  script: [make]\n",
+    ];
+    let v = (tool("gitlab-ci-local").lint)(&texts, limits()).unwrap();
+    let rules: Vec<Vec<&str>> = v.iter().map(|v| findings(v).iter().map(|f| f.rule.as_str()).collect()).collect();
+    assert_eq!(rules, [vec![], vec!["stage-not-found"], vec!["needs-not-found"], vec!["extends-not-found"]]);
+}
+
+#[test]
+fn run_scripts_are_checked_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("MARKER");
+    let text = format!(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: $(touch {m}) && rm -rf / ; echo $X\n      - run: echo ${{{{ github.event.issue.title }}}}\n",
+        m = marker.display()
+    );
+    let v = (tool("actionlint").lint)(&[&text], limits()).unwrap();
+    let f = findings(&v[0]);
+    assert!(f.iter().any(|f| f.rule == "shellcheck:SC2086" && f.line == Some(6)), "{f:?}");
+    assert!(f.iter().any(|f| f.rule == "expression" && f.line == Some(7)), "{f:?}");
+    let z = (tool("zizmor").lint)(&[&text], limits()).unwrap();
+    assert!(findings(&z[0]).iter().any(|f| f.rule == "template-injection"), "{z:?}");
+    assert!(!marker.exists(), "a run: script was executed");
+}
+
+#[test]
+fn one_text_that_stops_zizmor_costs_only_its_own_verdict() {
+    let texts = [
+        "on: push\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n",
+        // Valid against the schema, yet zizmor cannot load it (a job without steps): zizmor stops.
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n",
+        "on: push\njobs: [\n",
+        "on: push\npermissions: {}\njobs:\n  b:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n",
+    ];
+    let v = (tool("zizmor").lint)(&texts, limits()).unwrap();
+    assert_eq!(v[0], Verdict::Findings(vec![]));
+    assert!(matches!(&v[1], Verdict::Unreadable(w) if w.contains("could not load")), "{:?}", v[1]);
+    assert!(matches!(&v[2], Verdict::Unreadable(w) if w.contains("could not read")), "{:?}", v[2]);
+    assert!(findings(&v[3]).iter().any(|f| f.rule == "unpinned-uses" || f.rule == "artipacked"), "{:?}", v[3]);
+}
+
+#[test]
+fn circleci_parser_findings_and_orbs() {
+    let texts = [
+        "version: 2.1\njobs:\n  build:\n    docker: [{image: cimg/base:current}]\n    steps: [checkout]\nworkflows:\n  w:\n    jobs: [build]\n",
+        "version: 2.1\njobs:\n  build:\n    docker: [{image: cimg/base:current}]\n    steps: [checkout]\nworkflows:\n  w:\n    jobs: [deploy]\n",
+        "version: 2.1\norbs:\n  node: circleci/node@5.0.2\nworkflows:\n  w:\n    jobs: [node/test]\n",
+    ];
+    let v = (tool("circleci-config-parser").lint)(&texts, limits()).unwrap();
+    assert_eq!(v[0], Verdict::Findings(vec![]));
+    assert!(findings(&v[1])[0].message.contains("Job deploy not found"), "{:?}", v[1]);
+    assert!(matches!(&v[2], Verdict::Unreadable(w) if w.contains("orbs")), "{:?}", v[2]);
+}
+
+#[test]
+fn hostile_texts_end_quickly_with_a_verdict() {
+    let bomb = {
+        let mut s = "a: &a [x,x,x,x,x,x,x,x,x,x]\n".to_string();
+        let names = b"abcdefghi";
+        for w in names.windows(2) {
+            let (p, n) = (w[0] as char, w[1] as char);
+            s += &format!("{n}: &{n} [{}]\n", vec![format!("*{p}"); 10].join(","));
+        }
+        s
+    };
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let binary = "on: push\njobs:\n  a: \u{1}\u{2}\u{fffd}\n";
+    for t in TOOLS {
+        let start = Instant::now();
+        let v = (t.lint)(&[&bomb, &deep, binary], limits()).unwrap_or_else(|e| panic!("{}: {e:#}", t.name));
+        assert_eq!(v.len(), 3, "{}", t.name);
+        assert!(start.elapsed() < Duration::from_secs(60), "{} took {:?}", t.name, start.elapsed());
+    }
+}
