@@ -1,7 +1,9 @@
 //! CircleCI's own config parser (`@circleci/circleci-config-parser` 0.10.0-alpha.3, the parser of
 //! CircleCI's config SDK and of its visual editor), run by `tools/node/circleci.cjs` over a batch
 //! in one process. It resolves orbs from CircleCI's registry, which an offline check cannot reach:
-//! a text that imports orbs is not judged (the row says so).
+//! a text that imports orbs is not judged (the row says so); neither is one the parser crashes on.
+//! Known limits of this parser (its findings stand as the tool's): it does not know the `when` /
+//! `unless` steps of 2.1.
 
 use std::time::Duration;
 

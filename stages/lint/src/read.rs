@@ -191,10 +191,14 @@ fn gitlab_rule(msg: &str) -> &'static str {
     }
 }
 
-/// The circleci-config-parser driver's line for one file: `{"ok":true}` or `{"error":"…"}`.
+/// The circleci-config-parser driver's line for one file: `{"ok":true}`, `{"error":"…"}` (the
+/// config is rejected) or `{"crash":"…"}` (the parser failed: the text is not judged).
 pub fn circleci(out: &Json) -> Verdict {
     if out.get("ok").and_then(Json::as_bool) == Some(true) {
         return Verdict::Findings(Vec::new());
+    }
+    if let Some(crash) = out.get("crash").and_then(Json::as_str) {
+        return Verdict::Unreadable(format!("circleci-config-parser failed on this text: {crash}"));
     }
     let err = text(out, "error");
     // "Error while parsing - config/job:build/steps\nUnknown native command: chekout"
@@ -244,6 +248,7 @@ mod tests {
         assert_eq!(f[0].rule, "config/workflow/workflow_job");
         assert_eq!(f[0].message, "Job deploy not found in config (config/workflow:main/workflow_job:deploy)");
         assert_eq!(circleci(&serde_json::json!({"ok": true})), Verdict::Findings(vec![]));
+        assert!(matches!(circleci(&serde_json::json!({"crash": "TypeError"})), Verdict::Unreadable(_)));
     }
 
     #[test]
