@@ -301,12 +301,26 @@ pub struct RepairParams {
     /// Only these models' outputs are repaired (default: all).
     #[serde(default)]
     pub models: Option<Vec<String>>,
+    /// What a round quotes and fixes: `["schema"]` (schema errors), or `["schema", "lint"]` (also the
+    /// lint stage's validator findings: an output is revisited until both pass).
+    #[serde(default = "default_feedback")]
+    pub feedback: Vec<String>,
 }
 
 impl Default for RepairParams {
     fn default() -> Self {
-        Self { enabled: false, rounds: default_rounds(), model: None, models: None }
+        Self { enabled: false, rounds: default_rounds(), model: None, models: None, feedback: default_feedback() }
     }
+}
+
+impl RepairParams {
+    pub fn lint_feedback(&self) -> bool {
+        self.feedback.iter().any(|f| f == "lint")
+    }
+}
+
+fn default_feedback() -> Vec<String> {
+    vec!["schema".into()]
 }
 
 fn default_rounds() -> u32 {
@@ -926,6 +940,15 @@ impl Config {
                 if !models.iter().any(|m| &m.name == name) {
                     at(format!("`models`: no [[models]] entry `{name}`"))?;
                 }
+            }
+            if let Some(bad) = rp.feedback.iter().find(|f| !["schema", "lint"].contains(&f.as_str())) {
+                at(format!("`feedback`: unknown `{bad}` (known: schema, lint)"))?;
+            }
+            if !rp.feedback.iter().any(|f| f == "schema") {
+                at("`feedback` must include \"schema\" (a repair always quotes the schema errors)".into())?;
+            }
+            if rp.lint_feedback() && !raw.stages.lint.enabled {
+                at("`feedback = [\"schema\", \"lint\"]` needs the lint stage: enable [stages.lint]".into())?;
             }
         }
         if raw.stages.stats.bootstrap_resamples == 0 {

@@ -7,14 +7,14 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 use doc2ci_generate::Prompter;
-use doc2ci_rows::{Generation, Pair, Validation};
+use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
 use serde_json::json;
 
 use super::generate::{prompt_options, run_items, summary, Asker, Item, CODE, PROMPT_VERSION};
 use crate::config::{Config, Model};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, GENERATIONS, PAIRS, REPAIRS, VALIDATIONS};
+use crate::warehouse::{Partition, GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let rp = &cfg.stages.repair;
@@ -38,13 +38,28 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         let Ok(svc) = service.parse::<Service>() else { continue };
         let Some(v0) = g.find(VALIDATIONS.name, &[("service", &service), ("model", &model_name)]) else { continue };
         let Some(dedupe) = g.find(PAIRS.name, &[("service", &service)]) else { continue };
-        let params = json!({"repairer": repairer.name, "gen": repairer.gen().map(|g| &g.key), "prompt": PROMPT_VERSION,
+        // With lint feedback, each round also reads the lint verdicts of the rounds before it.
+        let lint = rp.lint_feedback();
+        let l0 = match lint {
+            true => match g.find(LINTS.name, &[("service", &service), ("model", &model_name)]) {
+                Some(l) => Some(l),
+                None => continue,
+            },
+            false => None,
+        };
+        let mut ls: Vec<usize> = l0.into_iter().collect();
+        let mut params = json!({"repairer": repairer.name, "gen": repairer.gen().map(|g| &g.key), "prompt": PROMPT_VERSION,
             "original": prompt_options(model.gen())});
+        // Only a non-default feedback enters the key: schema-only rounds keep their cached answers.
+        if lint {
+            params["feedback"] = json!(rp.feedback);
+        }
         let (mut gs, mut vs) = (vec![g0], vec![v0]);
         for round in 1..=rp.rounds {
             let mut deps = vec![dedupe];
             deps.extend(&gs);
             deps.extend(&vs);
+            deps.extend(&ls);
             let job = Repair {
                 ask: Asker::new(cfg, repairer, &service),
                 original: model.clone(),
@@ -52,6 +67,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                 pairs: g.part(dedupe).clone(),
                 gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
                 vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
+                lints: ls.iter().map(|&i| g.part(i).clone()).collect(),
             };
             let part = Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&format!("round-{round}"));
             let gk = g.add(
@@ -63,7 +79,10 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             );
             vs.push(super::validate::add(cfg, g, svc, gk)?);
             if cfg.stages.lint.enabled {
-                super::lint::add(cfg, g, svc, gk);
+                let l = super::lint::add(cfg, g, svc, gk);
+                if lint {
+                    ls.push(l);
+                }
             }
             if cfg.stages.score.enabled {
                 super::score::add(cfg, g, dedupe, gk)?;
@@ -76,27 +95,45 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             repairer: repairer.name.clone(),
             gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
             vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
+            lints: ls.iter().map(|&i| g.part(i).clone()).collect(),
         };
         let mut deps = gs.clone();
         deps.extend(&vs);
+        deps.extend(&ls);
         g.add(
             Node::new("repair", Partition::new(REPAIRS, &[&service, &model_name]), CODE, job)
                 .deps(deps)
-                .params(json!({"repairer": repairer.name}))
+                .params(if lint {
+                    json!({"repairer": repairer.name, "feedback": rp.feedback})
+                } else {
+                    json!({"repairer": repairer.name})
+                })
                 .model(&model_name),
         );
     }
     Ok(())
 }
 
-/// Every earlier round's outputs and validations.
-fn rounds(cx: &Ctx, gens: &[Partition], vals: &[Partition]) -> Result<(Vec<Vec<Generation>>, Vec<Vec<Validation>>)> {
-    let (mut g_rows, mut v_rows) = (Vec::new(), Vec::new());
-    for (gp, vp) in gens.iter().zip(vals) {
+/// Every earlier round's outputs and validations, with its lint verdicts folded in when the rounds
+/// take lint feedback (`lints` holds one partition per round then, else none), and each output's
+/// lint errors.
+type Rounds = (Vec<Vec<Generation>>, Vec<Vec<Validation>>, Vec<Vec<Validation>>, doc2ci_repair::LintErrors);
+
+fn rounds(cx: &Ctx, gens: &[Partition], vals: &[Partition], lints: &[Partition]) -> Result<Rounds> {
+    let (mut g_rows, mut v_rows, mut merged, mut errors) = (Vec::new(), Vec::new(), Vec::new(), Default::default());
+    for (k, (gp, vp)) in gens.iter().zip(vals).enumerate() {
         g_rows.push(cx.read(gp)?);
-        v_rows.push(cx.read(vp)?);
+        let v: Vec<Validation> = cx.read(vp)?;
+        if let Some(lp) = lints.get(k) {
+            let l: Vec<Lint> = cx.read(lp)?;
+            let (m, e) = doc2ci_repair::with_lint(&v, &l);
+            merged.push(m);
+            // The newest round's findings are what the next prompt quotes.
+            errors = e;
+        }
+        v_rows.push(v);
     }
-    Ok((g_rows, v_rows))
+    Ok((g_rows, v_rows, merged, errors))
 }
 
 struct Repair {
@@ -108,6 +145,8 @@ struct Repair {
     pairs: Partition,
     gens: Vec<Partition>,
     vals: Vec<Partition>,
+    /// One lint partition per earlier round with lint feedback, else empty.
+    lints: Vec<Partition>,
 }
 
 impl Job for Repair {
@@ -118,8 +157,9 @@ impl Job for Repair {
         let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
         pairs.sort_by_key(|p| p.position);
         let by_id: HashMap<&str, &Pair> = pairs.iter().map(|p| (p.pair_id.as_str(), p)).collect();
-        let (g_rows, v_rows) = rounds(cx, &self.gens, &self.vals)?;
-        let latest = doc2ci_repair::latest(&g_rows, &v_rows);
+        let (g_rows, v_rows, merged, lint_errors) = rounds(cx, &self.gens, &self.vals, &self.lints)?;
+        let judged = if self.lints.is_empty() { &v_rows } else { &merged };
+        let latest = doc2ci_repair::latest(&g_rows, judged);
         // The original task as the model was asked it.
         let prompter = Prompter::new(display, &pairs, prompt_options(self.original.gen()));
         let mut items = Vec::new();
@@ -134,7 +174,8 @@ impl Job for Repair {
             let Some(pair) = by_id.get(k.0.as_str()) else { continue };
             let original = prompter.messages(pair);
             let out = g.output.as_deref().unwrap_or_default();
-            let messages = doc2ci_generate::repair_messages(&original, display, out, &v.errors);
+            let lint = lint_errors.get(k).map_or(&[][..], |e| &e[..]);
+            let messages = doc2ci_generate::repair_messages_with_lint(&original, display, out, &v.errors, lint);
             items.push(Item { pair_id: k.0.clone(), sample: k.1, messages, seed: None });
         }
         let n = items.len();
@@ -151,15 +192,26 @@ struct Summary {
     repairer: String,
     gens: Vec<Partition>,
     vals: Vec<Partition>,
+    lints: Vec<Partition>,
 }
 
 impl Job for Summary {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (g_rows, v_rows) = rounds(cx, &self.gens, &self.vals)?;
-        let rows = doc2ci_repair::summary(&self.service, &self.model, &self.repairer, &g_rows, &v_rows);
+        let (g_rows, v_rows, merged, _) = rounds(cx, &self.gens, &self.vals, &self.lints)?;
+        let mut rows = doc2ci_repair::summary(&self.service, &self.model, &self.repairer, "schema", &g_rows, &v_rows);
+        if !self.lints.is_empty() {
+            rows.extend(doc2ci_repair::summary(
+                &self.service,
+                &self.model,
+                &self.repairer,
+                "schema+lint",
+                &g_rows,
+                &merged,
+            ));
+        }
         let note = rows
             .iter()
-            .map(|r| format!("round {}: {}/{} fixed", r.round, r.fixed, r.attempted))
+            .map(|r| format!("round {} ({}): {}/{} fixed", r.round, r.criterion, r.fixed, r.attempted))
             .collect::<Vec<_>>()
             .join(", ");
         cx.publish(&rows, Some(note))

@@ -477,3 +477,50 @@ fn a_fake_key_is_never_written_or_printed() {
     );
     assert_eq!(found[0][0], 0);
 }
+
+#[test]
+fn repair_with_lint_feedback_revisits_what_the_validator_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let docs = small_docs(d, 12, None);
+    let outs = real_outputs(d, 12);
+    let models = format!(
+        "[[models]]\nname = \"gemma3-12b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"gemma\"\n\n\
+         [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
+        outs.display()
+    );
+    let cfg = study(
+        d,
+        &docs,
+        &models,
+        "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 1\nmodel = \"smollm2\"\n\
+         models = [\"gemma3-12b\"]\nfeedback = [\"schema\", \"lint\"]\n",
+    );
+    run_ok(&["run", "--config", cfg.to_str().unwrap()]);
+    let wh = d.join("wh");
+    // Round 0's verdicts: schema validity and the validator (actionlint) of the lint stage.
+    let bad = duck(
+        &wh,
+        "SELECT v.pair_id, v.schema_ok, l.ok FROM read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true) v \
+         JOIN read_parquet('{wh}/lints/**/*.parquet', hive_partitioning=true) l ON v.pair_id = l.pair_id AND l.model = v.model \
+         AND l.round = v.round AND l.kind = 'validator' WHERE v.model = 'gemma3-12b' AND v.round = 0 ORDER BY v.pair_id",
+    );
+    assert_eq!(bad.len(), 12, "{bad:?}");
+    let revisit: Vec<&str> =
+        bad.iter().filter(|r| r[1] == false || r[2] == false).map(|r| r[0].as_str().unwrap()).collect();
+    let lint_only = bad.iter().filter(|r| r[1] == true && r[2] == false).count();
+    assert!(lint_only >= 1, "the sample has a schema-valid output that actionlint rejects: {bad:?}");
+    let r1 =
+        duck(&wh, &format!("SELECT pair_id FROM {GENS} WHERE model = 'gemma3-12b' AND round = 1 ORDER BY pair_id"));
+    assert_eq!(r1.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), revisit);
+    // `repairs` counts each criterion.
+    let rep = duck(
+        &wh,
+        "SELECT criterion, valid_before, attempted, fixed, valid_after FROM read_parquet('{wh}/repairs/**/*.parquet', hive_partitioning=true) ORDER BY criterion",
+    );
+    assert_eq!(rep.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), ["schema", "schema+lint"]);
+    let both = &rep[1];
+    assert_eq!(both[1].as_u64().unwrap() as usize, 12 - revisit.len());
+    assert_eq!(both[2].as_u64().unwrap() as usize, revisit.len());
+    assert_eq!(both[4].as_u64().unwrap(), both[1].as_u64().unwrap() + both[3].as_u64().unwrap());
+}

@@ -24,7 +24,12 @@ fn validate_and_score_the_real_outputs_then_add_a_model() {
 
     // The stored findings equal the tools run by hand, one file at a time, on ≥ 300 real rows.
     let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/lint_peer.py");
-    let out = std::process::Command::new("python3").arg(&peer).arg(&wh).args(["--limit", "600", "--min", "300"]).output().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&peer)
+        .arg(&wh)
+        .args(["--limit", "600", "--min", "300"])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "lint findings differ from the tools run by hand:\n{}\n{}",

@@ -150,6 +150,10 @@ pub struct RepairRow {
     pub round: u32,
     /// The model that wrote the repairs (the model itself, or `[stages.repair] model`).
     pub repair_model: String,
+    /// What "valid" means in this row: `schema`, or `schema+lint` (schema-valid and passed by every
+    /// validator of the lint stage that judged it) with `[stages.repair] feedback = ["schema", "lint"]`.
+    #[serde(default)]
+    pub criterion: String,
     /// Outputs (pair, sample) in the study.
     pub total: u64,
     /// Schema-valid before this round (carried over untouched).

@@ -176,10 +176,56 @@ pub fn few_shot_examples<'p>(pairs: &'p [Pair], pair: &Pair, k: usize) -> Vec<&'
 /// The repair prompt: the original conversation, the model's own answer, then the validator's
 /// errors (each with its instance path) and the request for a corrected file.
 pub fn repair_messages(original: &[Msg], service_display: &str, output: &str, errors: &[String]) -> Vec<Msg> {
+    repair_messages_with_lint(original, service_display, output, errors, &[])
+}
+
+/// As [`repair_messages`], with the lint stage's findings quoted after the schema errors
+/// (`[stages.repair] feedback = ["schema", "lint"]`); without findings, the same prompt.
+pub fn repair_messages_with_lint(
+    original: &[Msg],
+    service_display: &str,
+    output: &str,
+    errors: &[String],
+    lint: &[String],
+) -> Vec<Msg> {
     let mut msgs = original.to_vec();
     msgs.push(Msg::new("assistant", output));
-    msgs.push(Msg::new("user", repair_instruction(service_display, errors)));
+    let text = if lint.is_empty() {
+        repair_instruction(service_display, errors)
+    } else {
+        lint_repair_instruction(service_display, errors, lint)
+    };
+    msgs.push(Msg::new("user", text));
     msgs
+}
+
+fn bullet_list(s: &mut String, items: &[String]) {
+    for e in items.iter().take(MAX_REPAIR_ERRORS) {
+        s.push_str("- ");
+        s.push_str(e.trim());
+        s.push('\n');
+    }
+    if items.len() > MAX_REPAIR_ERRORS {
+        s.push_str(&format!("- … and {} more\n", items.len() - MAX_REPAIR_ERRORS));
+    }
+}
+
+fn lint_repair_instruction(service_display: &str, errors: &[String], lint: &[String]) -> String {
+    let mut s = format!("The YAML configuration above is not a valid {service_display} configuration.");
+    if !errors.is_empty() {
+        s.push_str(&format!(
+            " The {service_display} schema validator reported these errors (instance path: message):\n"
+        ));
+        bullet_list(&mut s, errors);
+    }
+    s.push_str(&format!(
+        "\nThe {service_display} linter reported these problems (tool, line, column: message [rule]):\n"
+    ));
+    bullet_list(&mut s, lint);
+    s.push_str(&format!(
+        "\nFix these errors. Output the single corrected {service_display} YAML configuration that still matches the described task exactly, with no comments, markdown, or extra formatting. Do not provide any reasoning."
+    ));
+    s
 }
 
 /// Errors beyond this many are summarised: a long list only dilutes a small model's context.

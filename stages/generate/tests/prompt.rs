@@ -162,3 +162,22 @@ fn folds_are_stratified_and_collapse_shared_descriptions() {
     let again = finetune::assign_folds(&pairs, 5);
     assert!(groups.iter().zip(&again).all(|(x, y)| x.fold == y.fold && x.pairs[0].pair_id == y.pairs[0].pair_id));
 }
+
+#[test]
+fn lint_feedback_quotes_the_findings_after_the_schema_errors() {
+    let orig = vec![doc2ci_generate::Msg::new("user", "Write a workflow")];
+    let plain = repair_messages(&orig, "GitHub Actions", "on: push\n", &["/jobs: required".into()]);
+    let same = doc2ci_generate::repair_messages_with_lint(
+        &orig,
+        "GitHub Actions",
+        "on: push\n",
+        &["/jobs: required".into()],
+        &[],
+    );
+    assert_eq!(plain, same, "without findings, the schema-only prompt");
+    let lint = ["actionlint line 3, column 5: job \"a\" needs job \"x\" [job-needs]".to_string()];
+    let m = doc2ci_generate::repair_messages_with_lint(&orig, "GitHub Actions", "on: push\n", &[], &lint);
+    let last = &m.last().unwrap().content;
+    assert!(last.contains("linter reported") && last.contains("[job-needs]"), "{last}");
+    assert!(!last.contains("schema validator"), "no schema errors, none quoted: {last}");
+}

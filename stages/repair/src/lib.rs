@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use doc2ci_rows::{Generation, RepairRow, Validation};
+use doc2ci_rows::{Generation, Lint, RepairRow, Validation};
 
 /// One (pair, sample) after the rounds so far.
 pub struct Latest<'a> {
@@ -37,11 +37,44 @@ pub fn latest<'a>(gens: &'a [Vec<Generation>], vals: &'a [Vec<Validation>]) -> H
     out
 }
 
-/// The `repairs` rows of one (service, model): per round, what was revisited and fixed.
+/// Lint errors of one output, as the repair prompt quotes them.
+pub type LintErrors = HashMap<(String, u32), Vec<String>>;
+
+/// Validations with the lint stage's verdicts folded in (`feedback = ["schema", "lint"]`): an
+/// output counts as valid only when it is schema-valid and every validator (not audit) that judged
+/// it passed; each failing validator's findings become the output's lint errors.
+pub fn with_lint(vals: &[Validation], lints: &[Lint]) -> (Vec<Validation>, LintErrors) {
+    let mut errors: LintErrors = HashMap::new();
+    for l in lints.iter().filter(|l| l.kind == "validator" && l.ok == Some(false)) {
+        let tool = l.tool.as_deref().unwrap_or("lint");
+        let e = errors.entry((l.pair_id.clone(), l.sample)).or_default();
+        for f in &l.findings {
+            let at = match (f.line, f.column) {
+                (Some(line), Some(col)) => format!(" line {line}, column {col}"),
+                (Some(line), None) => format!(" line {line}"),
+                _ => String::new(),
+            };
+            e.push(format!("{tool}{at}: {} [{}]", f.message.trim(), f.rule));
+        }
+    }
+    let merged = vals
+        .iter()
+        .map(|v| {
+            let mut v = v.clone();
+            v.schema_ok &= !errors.contains_key(&(v.pair_id.clone(), v.sample));
+            v
+        })
+        .collect();
+    (merged, errors)
+}
+
+/// The `repairs` rows of one (service, model): per round, what was revisited and fixed, with
+/// "valid" meaning `criterion` (whatever `vals` say: schema validity, or it folded with lint).
 pub fn summary(
     service: &str,
     model: &str,
     repair_model: &str,
+    criterion: &str,
     gens: &[Vec<Generation>],
     vals: &[Vec<Validation>],
 ) -> Vec<RepairRow> {
@@ -66,6 +99,7 @@ pub fn summary(
             model: model.into(),
             round: k as u32,
             repair_model: repair_model.into(),
+            criterion: criterion.into(),
             total,
             valid_before,
             attempted,
@@ -76,4 +110,58 @@ pub fn summary(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use doc2ci_rows::Finding;
+
+    fn val(pair: &str, ok: bool) -> Validation {
+        Validation {
+            pair_id: pair.into(),
+            service: "github-actions".into(),
+            model: "m".into(),
+            sample: 0,
+            round: 0,
+            parse_ok: true,
+            schema_ok: ok,
+            errors: if ok { vec![] } else { vec!["/jobs: bad".into()] },
+            fragment: false,
+        }
+    }
+
+    fn lint(pair: &str, kind: &str, ok: Option<bool>) -> Lint {
+        Lint {
+            pair_id: pair.into(),
+            tool: Some("actionlint".into()),
+            kind: kind.into(),
+            ok,
+            findings: vec![Finding {
+                rule: "job-needs".into(),
+                severity: "error".into(),
+                line: Some(3),
+                column: Some(5),
+                message: "job \"a\" needs job \"x\"".into(),
+            }],
+            ..Lint::default()
+        }
+    }
+
+    #[test]
+    fn lint_feedback_makes_a_schema_valid_output_invalid_and_quotes_the_findings() {
+        let vals = [val("a", true), val("b", true), val("c", false), val("d", true)];
+        let lints =
+            [lint("a", "validator", Some(false)), lint("b", "audit", Some(false)), lint("d", "validator", None)];
+        let (merged, errors) = with_lint(&vals, &lints);
+        let ok: Vec<bool> = merged.iter().map(|v| v.schema_ok).collect();
+        // An audit finding or an unjudged text never blocks; a failing validator does.
+        assert_eq!(ok, [false, true, false, true]);
+        assert_eq!(
+            errors[&("a".to_string(), 0)],
+            ["actionlint line 3, column 5: job \"a\" needs job \"x\" [job-needs]"]
+        );
+        assert_eq!(errors.len(), 1);
+        assert_eq!(merged[2].errors, ["/jobs: bad"]);
+    }
 }
