@@ -130,3 +130,55 @@ fn hostile_texts_end_quickly_with_a_verdict() {
         assert!(start.elapsed() < Duration::from_secs(60), "{} took {:?}", t.name, start.elapsed());
     }
 }
+
+/// The proof of the completion rules on real data: every reference of the predecessor study that
+/// is a fragment, completed; those whose completed file is schema-valid (valid fragments) must get
+/// no finding from the wrapper, from either tool.
+#[test]
+fn completed_real_references_get_no_finding_from_their_wrapper() {
+    use doc2ci_lint::{attribute, complete, Completion};
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llm4ci/GitHubActions_Docs.csv.gz");
+    let f = std::fs::File::open(&data).unwrap_or_else(|e| panic!("{}: {e}", data.display()));
+    let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
+    let refs: Vec<String> =
+        rdr.deserialize::<std::collections::HashMap<String, String>>().map(|r| r.unwrap()["Code"].clone()).collect();
+    let v = crate::resources::validator().unwrap();
+    let service = doc2ci_validate::Service::GithubActions;
+    let (mut fragments, mut wrapped, mut valid) = (0, Vec::new(), Vec::new());
+    for r in &refs {
+        if !v.validate(service, r).unwrap().fragment {
+            continue;
+        }
+        fragments += 1;
+        if let Completion::Wrapped(w) = complete(service, r) {
+            if v.validate(service, &w.text).unwrap().schema_ok {
+                valid.push(w.clone());
+            }
+            wrapped.push(w);
+        }
+    }
+    let texts: Vec<&str> = valid.iter().map(|w| w.text.as_str()).collect();
+    let mut report = Vec::new();
+    for name in ["actionlint", "zizmor"] {
+        let verdicts = (tool(name).lint)(&texts, limits()).unwrap();
+        let (mut inside, mut outside) = (0, Vec::new());
+        for (w, verdict) in valid.iter().zip(verdicts) {
+            if let Verdict::Findings(found) = verdict {
+                let (i, o) = attribute(w, found);
+                inside += i.len();
+                outside.extend(o.into_iter().map(|f| (w.rule, f.rule, f.message)));
+            }
+        }
+        report.push(format!("{name}: {inside} findings in the fragments, {} on the wrappers", outside.len()));
+        assert!(outside.is_empty(), "{name}: the wrapper caused findings: {:?}", &outside[..outside.len().min(5)]);
+    }
+    eprintln!(
+        "{} references, {fragments} fragments, {} completed ({:.1}%), {} completed schema-valid; {}",
+        refs.len(),
+        wrapped.len(),
+        100.0 * wrapped.len() as f64 / fragments as f64,
+        valid.len(),
+        report.join("; ")
+    );
+    assert!(wrapped.len() * 4 >= fragments * 3, "at least three quarters of the real fragments complete");
+}

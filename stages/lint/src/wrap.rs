@@ -9,7 +9,7 @@
 //! | service | shape of the fragment | completion (`rule`) |
 //! |---|---|---|
 //! | GitHub Actions | workflow keys without `on` or `jobs` | `on: push` and a stub job after (`workflow`) |
-//! | | a job (`runs-on`/`steps`/reusable `uses`) | under `jobs.doc2ci-fragment`, `runs-on` if it has none (`job`) |
+//! | | a job (`runs-on`/`steps`/reusable `uses`) | under `jobs.doc2ci-fragment`, `runs-on` and a step if it has none (`job`) |
 //! | | a map of jobs | under `jobs:` (`jobs`) |
 //! | | one step (`uses`/`run`) | an item of `steps:` of a job (`step`) |
 //! | | a list of steps | `steps:` of a job (`steps`) |
@@ -341,7 +341,9 @@ fn github_map(m: &Map) -> Option<Shape> {
     if is_gha_job(m) {
         let reusable = m.contains_key("uses");
         let runs_on = if m.contains_key("runs-on") || reusable { "" } else { "    runs-on: ubuntu-latest\n" };
-        return Some(Shape::inside_owned("job", format!("{GHA_JOB_HEAD}{runs_on}"), 4, String::new()));
+        // Job-level keys shown without the job's steps: the wrapper supplies a step.
+        let steps = if m.contains_key("steps") || reusable { "" } else { "    steps:\n      - run: echo doc2ci\n" };
+        return Some(Shape::inside_owned("job", format!("{GHA_JOB_HEAD}{runs_on}"), 4, steps.into()));
     }
     if is_gha_step(&Value::Map(m.clone())) {
         return Some(Shape::inside("step", &format!("{GHA_STEPS_HEAD}      -\n"), 8, ""));
