@@ -125,7 +125,7 @@ pub fn ladder(inp: &Input, means: &Means, models: &[&str]) -> Option<String> {
             }
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
+                .position(SeriesLabelPosition::LowerLeft)
                 .border_style(BLACK)
                 .background_style(WHITE.mix(0.8))
                 .draw()
