@@ -68,7 +68,7 @@ mod layout {
             }
         }
         let engine = &uses["engine"];
-        for m in ["jobs", "config", "backends", "crawl", "cli"] {
+        for m in ["jobs", "config", "backends", "crawl", "linters", "cli"] {
             assert!(!engine.contains(m), "the engine imports `{m}`: {engine:?}");
         }
     }

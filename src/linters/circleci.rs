@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
 use doc2ci_validate::Service;
 
-use super::{install, sandbox, Limits, Tool};
+use super::{install, Limits, Tool};
 
 pub const TOOL: Tool =
     Tool { name: "circleci-config-parser", service: Service::CircleCi, kind: "validator", probe, lint };
@@ -39,12 +39,8 @@ fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
 }
 
 fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
-    let tools = install::node_ready().map_err(|e| anyhow!(e))?;
-    let dir = sandbox::Scratch::new("circleci")?;
-    let args = install::node_args(&tools, &dir.0, &tools.join("circleci.cjs"));
-    let ran = sandbox::run(&install::node(), &args, &dir.0, Some(super::ndjson(texts)), budget)?;
-    if !ran.success() || ran.truncated {
-        bail!("circleci-config-parser failed ({:?}): {}", ran.status, ran.stderr.lines().last().unwrap_or(""));
-    }
-    Ok(super::answers("circleci-config-parser", &ran.stdout, texts.len())?.iter().map(read::circleci).collect())
+    Ok(super::node_driver("circleci-config-parser", "circleci.cjs", texts, budget)?
+        .iter()
+        .map(read::circleci)
+        .collect())
 }

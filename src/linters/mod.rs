@@ -101,6 +101,19 @@ fn chunked(
 #[cfg(test)]
 mod tests;
 
+/// One of doc2ci's Node.js drivers (`tools/node/<script>`) over a batch, confined: one answer
+/// object per text, in order.
+fn node_driver(tool: &str, script: &str, texts: &[&str], budget: Duration) -> Result<Vec<serde_json::Value>> {
+    let tools = install::node_ready().map_err(|e| anyhow::anyhow!(e))?;
+    let dir = sandbox::Scratch::new(tool)?;
+    let args = install::node_args(&tools, &dir.0, &tools.join(script));
+    let ran = sandbox::run(&install::node(), &args, &dir.0, Some(ndjson(texts)), budget)?;
+    if !ran.success() || ran.truncated {
+        anyhow::bail!("{tool} failed ({:?}): {}", ran.status, ran.stderr.lines().last().unwrap_or(""));
+    }
+    answers(tool, &ran.stdout, texts.len())
+}
+
 /// `{"id": i, "text": …}` lines for a node driver.
 fn ndjson(texts: &[&str]) -> Vec<u8> {
     let mut s = Vec::new();

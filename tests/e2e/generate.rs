@@ -269,10 +269,9 @@ fn real_outputs(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-#[test]
-fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// 12 real pairs with gemma3-12b's real outputs, repaired by the embedded model (`repair`: more
+/// `[stages.repair]` keys).
+fn repair_study(d: &Path, repair: &str) -> PathBuf {
     let docs = small_docs(d, 12, None);
     let outs = real_outputs(d, 12);
     let models = format!(
@@ -280,7 +279,17 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
          [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
         outs.display()
     );
-    let cfg = study(d, &docs, &models, "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 2\nmodel = \"smollm2\"\nmodels = [\"gemma3-12b\"]\n");
+    let extra = format!(
+        "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nmodel = \"smollm2\"\nmodels = [\"gemma3-12b\"]\n{repair}"
+    );
+    study(d, &docs, &models, &extra)
+}
+
+#[test]
+fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = repair_study(d, "rounds = 2\n");
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     let vals = "read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true)";
@@ -482,20 +491,7 @@ fn a_fake_key_is_never_written_or_printed() {
 fn repair_with_lint_feedback_revisits_what_the_validator_rejects() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let docs = small_docs(d, 12, None);
-    let outs = real_outputs(d, 12);
-    let models = format!(
-        "[[models]]\nname = \"gemma3-12b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"gemma\"\n\n\
-         [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
-        outs.display()
-    );
-    let cfg = study(
-        d,
-        &docs,
-        &models,
-        "[stages.score]\nenabled = false\n[stages.repair]\nenabled = true\nrounds = 1\nmodel = \"smollm2\"\n\
-         models = [\"gemma3-12b\"]\nfeedback = [\"schema\", \"lint\"]\n",
-    );
+    let cfg = repair_study(d, "rounds = 1\nfeedback = [\"schema\", \"lint\"]\n");
     run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     // Round 0's verdicts: schema validity and the validator (actionlint) of the lint stage.

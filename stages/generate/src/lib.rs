@@ -233,14 +233,7 @@ pub const MAX_REPAIR_ERRORS: usize = 20;
 
 pub fn repair_instruction(service_display: &str, errors: &[String]) -> String {
     let mut s = format!("The YAML configuration above is not a valid {service_display} configuration. The {service_display} schema validator reported these errors (instance path: message):\n");
-    for e in errors.iter().take(MAX_REPAIR_ERRORS) {
-        s.push_str("- ");
-        s.push_str(e.trim());
-        s.push('\n');
-    }
-    if errors.len() > MAX_REPAIR_ERRORS {
-        s.push_str(&format!("- … and {} more\n", errors.len() - MAX_REPAIR_ERRORS));
-    }
+    bullet_list(&mut s, errors);
     s.push_str(&format!(
         "\nFix these errors. Output the single corrected {service_display} YAML configuration that still matches the described task exactly, with no comments, markdown, or extra formatting. Do not provide any reasoning."
     ));

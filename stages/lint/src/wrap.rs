@@ -31,7 +31,7 @@
 //! zizmor asks of a workflow; where the fragment owns the workflow level (`workflow`), the wrapper
 //! writes after it, so a finding about the workflow as a whole is the fragment's.
 
-use doc2ci_validate::{is_fragment, Service};
+use doc2ci_validate::{is_fragment, Service, GITLAB_GLOBAL_KEYWORDS as GITLAB_GLOBAL};
 use doc2ci_yaml::{Limits, Map, Value};
 
 /// The name of the job that holds a fragment (its findings are the fragment's).
@@ -161,19 +161,6 @@ const CCI_JOB: &[&str] = &[
     "shell",
     "circleci_ip_ranges",
     "description",
-];
-const GITLAB_GLOBAL: &[&str] = &[
-    "default",
-    "include",
-    "stages",
-    "variables",
-    "workflow",
-    "image",
-    "services",
-    "cache",
-    "before_script",
-    "after_script",
-    "spec",
 ];
 const GITLAB_JOB: &[&str] = &[
     "script",

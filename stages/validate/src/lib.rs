@@ -308,7 +308,8 @@ pub fn is_fragment(service: Service, value: &Value) -> bool {
     }
 }
 
-const GITLAB_GLOBAL_KEYWORDS: [&str; 12] = [
+/// GitLab's global keywords: top-level keys that are not jobs.
+pub const GITLAB_GLOBAL_KEYWORDS: [&str; 12] = [
     "default",
     "include",
     "stages",
