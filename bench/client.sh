@@ -8,6 +8,8 @@
 # Env: REQUESTS (per side, default 300), CONCURRENCY (default 4), MAX_TOKENS (default 1), ROUNDS (default 2,
 #      sides alternate, best kept).
 set -euo pipefail
+# Every request is asked: the request cache shared across studies would answer a second run.
+export DOC2CI_REQUEST_CACHE=off
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"

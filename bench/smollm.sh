@@ -5,6 +5,8 @@
 # THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores),
 # PROFILE (release = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or dev).
 set -euo pipefail
+# Every request is asked: the request cache shared across studies would answer a second run.
+export DOC2CI_REQUEST_CACHE=off
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"

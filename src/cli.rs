@@ -31,6 +31,9 @@ enum Cmd {
         /// Run only these stages (repeatable); the others' current results are read as they are.
         #[arg(long)]
         only: Vec<String>,
+        /// Ask every request anew: neither read nor fill the request cache shared across studies.
+        #[arg(long)]
+        no_request_cache: bool,
     },
     /// Say what `run` would do and why, without doing it.
     Plan {
@@ -145,8 +148,12 @@ pub fn main() -> i32 {
 
 fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
     match cmd {
-        Cmd::Run { config, only } => {
-            let p = crate::jobs::pipeline(&Config::load(&config)?)?;
+        Cmd::Run { config, only, no_request_cache } => {
+            let mut cfg = Config::load(&config)?;
+            if no_request_cache {
+                cfg.request_cache = None;
+            }
+            let p = crate::jobs::pipeline(&cfg)?;
             let info = p.run(&only, ui)?;
             if info.ran == 0 {
                 println!("nothing to do: all {} partitions are up to date", info.reused);

@@ -23,6 +23,8 @@ pub struct Config {
     pub sources: Vec<Source>,
     pub models: Vec<Model>,
     pub stages: StageParams,
+    /// The request cache shared across studies (`None`: off); not part of any cache key.
+    pub request_cache: Option<crate::backends::CacheSettings>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -278,11 +280,14 @@ pub struct GenerateParams {
     /// Default: enough to keep every endpoint busy (16, or 2 × concurrency × endpoints).
     #[serde(default)]
     pub batch_size: Option<usize>,
+    /// Budget of the whole run over every priced model (a model's own `max_cost` binds too).
+    #[serde(default)]
+    pub max_cost: Option<f64>,
 }
 
 impl Default for GenerateParams {
     fn default() -> Self {
-        Self { batch_size: None }
+        Self { batch_size: None, max_cost: None }
     }
 }
 
@@ -491,6 +496,12 @@ struct RawStudy {
     warehouse: Spanned<String>,
     #[serde(default)]
     threads: Option<usize>,
+    /// A folder for the request cache shared across studies, or `"off"` (see `backends::cache`).
+    #[serde(default)]
+    request_cache: Option<String>,
+    /// Days an answer in the request cache stands (default: forever).
+    #[serde(default)]
+    request_cache_ttl_days: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -592,6 +603,9 @@ struct RawModel {
     price_per_1k_input: Option<f64>,
     #[serde(default)]
     price_per_1k_output: Option<f64>,
+    /// Budget of this model in one run (needs a price).
+    #[serde(default)]
+    max_cost: Option<Spanned<f64>>,
     #[serde(default)]
     services: Option<Spanned<Vec<String>>>,
 }
@@ -919,6 +933,9 @@ impl Config {
         if raw.stages.generate.batch_size == Some(0) {
             bail!("{}: `stages.generate.batch_size` must be at least 1", file.display());
         }
+        if raw.stages.generate.max_cost.is_some_and(|c| !(c > 0.0)) {
+            bail!("{}: `stages.generate.max_cost` must be above 0", file.display());
+        }
         let rp = &raw.stages.repair;
         if rp.enabled {
             let line = text.find("[stages.repair]").map_or(0, |o| cx.line(o));
@@ -983,6 +1000,11 @@ impl Config {
         Ok(Config {
             file: file.to_path_buf(),
             warehouse: base.join(raw.study.warehouse.get_ref()),
+            request_cache: crate::backends::CacheSettings::resolve(
+                raw.study.request_cache.as_deref(),
+                raw.study.request_cache_ttl_days,
+                &base,
+            ),
             threads,
             services,
             sources,
@@ -1132,7 +1154,7 @@ fn crawl_source(
 /// backends rather than by import). Generative keys come first in the study's usual order.
 fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str, std::ops::Range<usize>, bool)> {
     let at = |present: bool| present.then(|| entry.clone());
-    let keys: [(&'static str, Option<std::ops::Range<usize>>, bool); 26] = [
+    let keys: [(&'static str, Option<std::ops::Range<usize>>, bool); 27] = [
         ("base_url", m.base_url.as_ref().map(|s| s.span()), true),
         ("base_urls", m.base_urls.as_ref().map(|s| s.span()), true),
         ("model", m.model.as_ref().map(|s| s.span()), true),
@@ -1154,6 +1176,7 @@ fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str
         ("num_ctx", at(m.num_ctx.is_some()), true),
         ("price_per_1k_input", at(m.price_per_1k_input.is_some()), true),
         ("price_per_1k_output", at(m.price_per_1k_output.is_some()), true),
+        ("max_cost", m.max_cost.as_ref().map(|s| s.span()), true),
         ("path", m.path.as_ref().map(|s| s.span()), false),
         ("format", m.format.as_ref().map(|s| s.span()), false),
         ("source", m.source.as_ref().map(|s| s.span()), false),
@@ -1165,6 +1188,19 @@ fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str
 
 fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: &[Service]) -> Result<GenSettings> {
     let name = m.name.get_ref();
+    let max_cost = match &m.max_cost {
+        Some(c) if !(*c.get_ref() > 0.0) => {
+            return cx.err(c.span(), "models.max_cost", format!("model `{name}`: max_cost must be above 0"))
+        }
+        Some(c) if m.price_per_1k_input.is_none() && m.price_per_1k_output.is_none() => {
+            return cx.err(
+                c.span(),
+                "models.max_cost",
+                format!("model `{name}`: max_cost needs price_per_1k_input and/or price_per_1k_output to count with"),
+            )
+        }
+        c => c.as_ref().map(|c| *c.get_ref()),
+    };
     let backend = m.backend.get_ref().as_str();
     let mut base_urls: Vec<String> = Vec::new();
     if let Some(u) = &m.base_url {
@@ -1356,6 +1392,7 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         timeout_ms,
         price_per_1k_input: m.price_per_1k_input,
         price_per_1k_output: m.price_per_1k_output,
+        max_cost,
         services: svcs,
     })
 }
@@ -1481,6 +1518,10 @@ mod tests {
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"x\"\n", ":9:", "names itself"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nformat = \"csv\"\n", ":9:", "`format` applies to the import backend, not embedded"),
             ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\ncolumns = { a = \"b\" }\n", ":6:", "`columns` applies to the import backend"),
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nmax_cost = 5.0\n", ":10:", "max_cost needs price_per_1k_input"),
+            ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nprice_per_1k_input = 1.0\nmax_cost = -1.0\n", ":11:", "above 0"),
+            ("[[models]]\nname = \"x\"\nbackend = \"import\"\npath = \"o.csv\"\nmax_cost = 1.0\n", ":10:", "`max_cost`"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nfeedback = [\"lint\"]\n", ":9:", "must include \"schema\""),
         ];
         for (body, line, what) in cases {
             let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();

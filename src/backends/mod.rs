@@ -10,6 +10,11 @@ use doc2ci_llm::{Backend, Limits};
 
 use serde::Serialize;
 
+pub mod budget;
+pub mod cache;
+
+pub use budget::Budget;
+pub use cache::{CacheSettings, RequestCache};
 pub use embedded::SMOLLM2_GGUF;
 
 /// How a generative model is called. `key` part (what changes the outputs) is in the cache
@@ -27,6 +32,8 @@ pub struct GenSettings {
     pub timeout_ms: u64,
     pub price_per_1k_input: Option<f64>,
     pub price_per_1k_output: Option<f64>,
+    /// This model's budget in one run (`backends::budget`).
+    pub max_cost: Option<f64>,
     /// Services this model answers (default: every declared service).
     pub services: Vec<String>,
 }

@@ -11,6 +11,7 @@ use doc2ci_llm::{LlmError, Message, Reply, Request};
 use doc2ci_rows::{Generation, Pair};
 use serde_json::json;
 
+use crate::backends::RequestCache;
 use crate::config::{Config, GenSettings, Model};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{Partition, Warehouse, GENERATIONS, PAIRS};
@@ -51,6 +52,9 @@ pub(super) struct Asker {
     pub service: String,
     pub display: String,
     pub batch_size: Option<usize>,
+    pub cache: Option<crate::backends::CacheSettings>,
+    /// `[stages.generate] max_cost`.
+    pub run_max_cost: Option<f64>,
 }
 
 impl Asker {
@@ -60,6 +64,8 @@ impl Asker {
             service: service.to_string(),
             display: cfg.service(service).map_or(service.to_string(), |s| s.display.clone()),
             batch_size: cfg.stages.generate.batch_size,
+            cache: cfg.request_cache.clone(),
+            run_max_cost: cfg.stages.generate.max_cost,
         }
     }
 }
@@ -213,10 +219,15 @@ pub(super) fn run_items(
             }
         };
         let bar = ui.bar(todo.len() as u64, "requests");
-        handle.block_on(async {
+        let cache = ask.cache.as_ref().map(RequestCache::new);
+        let asked;
+        let budget = crate::backends::Budget::new(&m.name, g, ask.run_max_cost);
+        asked = handle.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             let mut next = 0usize;
             loop {
+                // Answers the request cache already holds are rows at once, asked of no one.
+                let mut fresh = Vec::new();
                 while set.len() < slots && next < todo.len() {
                     let it = todo[next];
                     let req = Request {
@@ -226,27 +237,65 @@ pub(super) fn run_items(
                         seed: it.seed,
                         extra: g.key.params.clone(),
                     };
+                    let key =
+                        cache.as_ref().map(|_| RequestCache::key(&g.key.backend, &g.key.model_id, &req, it.sample));
+                    if let Some(hit) = cache.as_ref().zip(key.as_ref()).and_then(|(c, k)| c.get(k)) {
+                        let mut row = to_row(it, service, model_name, round, Ok(hit), &who, g);
+                        row.cost = row.cost.map(|_| 0.0);
+                        fresh.push(row);
+                        next += 1;
+                        continue;
+                    }
+                    // Within budget, or not asked (yet): in-flight answers may free room.
+                    let est = budget.as_ref().map(|b| b.estimate(&req));
+                    if let (Some(b), Some(e)) = (&budget, est) {
+                        if !b.reserve(e) {
+                            break;
+                        }
+                    }
                     let b = backend.clone();
-                    set.spawn_on(async move { (next, b.chat(&req).await) }, &handle);
+                    set.spawn_on(async move { (next, key, est, b.chat(&req).await) }, &handle);
                     next += 1;
                 }
-                let Some(first) = set.join_next().await else { break };
-                let mut ready = vec![first];
-                while let Some(j) = set.try_join_next() {
-                    ready.push(j);
-                }
-                let mut fresh = Vec::with_capacity(ready.len());
-                for j in ready {
-                    let (i, r) = j.map_err(|e| anyhow!("a request task failed: {e}"))?;
-                    fresh.push(to_row(todo[i], service, model_name, round, r, &who, g));
+                if fresh.is_empty() {
+                    let Some(first) = set.join_next().await else { break };
+                    let mut ready = vec![first];
+                    while let Some(j) = set.try_join_next() {
+                        ready.push(j);
+                    }
+                    for j in ready {
+                        let (i, key, est, r) = j.map_err(|e| anyhow!("a request task failed: {e}"))?;
+                        // Only answers are kept; a failure is asked again next time.
+                        if let (Some(c), Some(k), Ok(reply)) = (&cache, &key, &r) {
+                            if let Err(e) = c.put(k, reply) {
+                                ui.info(&format!("{}: request cache not written: {e:#}", cx.label()));
+                            }
+                        }
+                        let row = to_row(todo[i], service, model_name, round, r, &who, g);
+                        if let (Some(b), Some(e)) = (&budget, est) {
+                            b.settle(e, row.cost.unwrap_or(0.0));
+                        }
+                        fresh.push(row);
+                    }
                 }
                 bar.inc(fresh.len() as u64);
                 let n = (rows.rows().len() + fresh.len()) as u64;
                 rows.commit(fresh, n, 0)?;
             }
-            Ok::<_, anyhow::Error>(())
+            Ok::<_, anyhow::Error>(next)
         })?;
         bar.finish_and_clear();
+        if let (Some(b), true) = (&budget, asked < todo.len()) {
+            let left = todo.len() - asked;
+            anyhow::bail!(
+                "model `{}`: budget reached: {}; {left} of {} requests of this partition left to ask (the {} answered so \
+                 far are kept); raise max_cost and run again",
+                m.name,
+                b.describe(),
+                items.len(),
+                rows.rows().len()
+            );
+        }
     }
     let mut rows = rows.into_rows();
     rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
@@ -254,6 +303,7 @@ pub(super) fn run_items(
 }
 
 pub(super) fn summary(rows: &[Generation]) -> String {
+    let cached = rows.iter().filter(|r| r.attempts == Some(0)).count();
     let errors = rows.iter().filter(|r| r.error.is_some()).count();
     let degenerate = rows.iter().filter(|r| r.degenerate).count();
     let tokens: u64 = rows.iter().filter_map(|r| r.completion_tokens).map(u64::from).sum();
@@ -261,6 +311,9 @@ pub(super) fn summary(rows: &[Generation]) -> String {
     let mut s = format!("{} outputs, {errors} errors, {degenerate} degenerate, {tokens} tokens generated", rows.len());
     if cost > 0.0 {
         s.push_str(&format!(", cost {cost:.4}"));
+    }
+    if cached > 0 {
+        s.push_str(&format!(", {cached} from the request cache"));
     }
     s
 }

@@ -33,6 +33,8 @@ pub struct Scratch(pub PathBuf);
 
 impl Scratch {
     pub fn new(tag: &str) -> Result<Scratch> {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep);
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("doc2ci-lint-{tag}-{}-{n}", std::process::id()));
@@ -41,6 +43,25 @@ impl Scratch {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         Ok(Scratch(dir))
+    }
+}
+
+/// Scratch folders of lint runs that were killed (kill -9 runs no destructor): removed by the next
+/// process that lints, once their process is gone.
+fn sweep() {
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("doc2ci-lint-") else { continue };
+        // doc2ci-lint-<tag>-<pid>-<n>
+        let mut parts = rest.rsplitn(3, '-');
+        let (_n, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<i32>().ok()));
+        let Some(pid) = pid else { continue };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = pid == std::process::id() as i32 || unsafe { libc::kill(pid, 0) } == 0;
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -134,8 +155,8 @@ pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, 
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    // A grandchild that kept the pipes open goes with its group.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    // No group kill after a normal exit: the reaped pid may already name another process. (The
+    // tools start no helpers; node cannot, under its permission model.)
     if let Some(w) = writer {
         let _ = w.join();
     }
@@ -165,6 +186,18 @@ mod tests {
         )
         .unwrap();
         assert!(r.status.is_none());
+    }
+
+    #[test]
+    fn a_killed_runs_scratch_is_swept() {
+        // A pid that cannot be alive: above the kernel's pid_max.
+        let dead = std::env::temp_dir().join("doc2ci-lint-t-99999999-0");
+        std::fs::create_dir_all(&dead).unwrap();
+        sweep();
+        assert!(!dead.exists());
+        let mine = Scratch::new("t").unwrap();
+        sweep();
+        assert!(mine.0.exists(), "a live process's scratch folder stays");
     }
 
     #[test]

@@ -16,6 +16,7 @@ import csv
 import gzip
 import http.server
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,8 @@ def study(d: Path, docs: Path, model: str, extra: str = "") -> Path:
 
 def run(doc2ci: str, cfg: Path, timeout: float = 600) -> tuple[int, str, float, float]:
     t = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M", doc2ci, "run", "--quiet", "--config", str(cfg)],
-                       capture_output=True, text=True, errors="replace", timeout=timeout)
+                       capture_output=True, text=True, errors="replace", timeout=timeout,
+                       env={**os.environ, "DOC2CI_REQUEST_CACHE": "off"})
     err = t.stderr
     line = [l for l in err.splitlines() if l.startswith("TIME ")][-1]
     secs, kib = float(line.split()[1]), float(line.split()[2])

@@ -11,6 +11,7 @@ fn kill_9_in_every_stage_loses_nothing_and_leaves_nothing() {
     let report = dir.path().join("crash-report.json");
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/crash/harness.py");
     let out = Command::new("python3")
+        .env("DOC2CI_REQUEST_CACHE", "off")
         .arg(&harness)
         .args(["--doc2ci", env!("CARGO_BIN_EXE_doc2ci"), "--kills", "24", "--seed", "7", "--out"])
         .arg(&report)

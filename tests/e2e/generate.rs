@@ -520,3 +520,139 @@ fn repair_with_lint_feedback_revisits_what_the_validator_rejects() {
     assert_eq!(both[2].as_u64().unwrap() as usize, revisit.len());
     assert_eq!(both[4].as_u64().unwrap(), both[1].as_u64().unwrap() + both[3].as_u64().unwrap());
 }
+
+/// An OpenAI-compatible server that counts the requests it gets and answers 500 while `fail` is set.
+fn counting_server(
+    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    usage: (u32, u32),
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    let n = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = n.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (n, fail) = (count.clone(), fail.clone());
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = r.read_exact(&mut body);
+                n.fetch_add(1, Ordering::SeqCst);
+                let (status, b) = if fail.load(Ordering::SeqCst) {
+                    ("500 Internal Server Error", b"{}".to_vec())
+                } else {
+                    let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "on: push\njobs: {}\n"}}],
+                        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1}});
+                    ("200 OK", j.to_string().into_bytes())
+                };
+                let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len());
+                let _ = s.write_all(&b);
+            });
+        }
+    });
+    (url, n)
+}
+
+/// Issue 16: a second study folder with the same model and prompts asks the server nothing and
+/// pays nothing; failures are never kept; `--no-request-cache` asks anew.
+#[test]
+fn a_second_study_folder_asks_nothing_through_the_request_cache() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("requests");
+    let fail = std::sync::Arc::new(AtomicBool::new(true));
+    let (url, asked) = counting_server(fail.clone(), (10, 5));
+    let folder = |name: &str| {
+        let d = root.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let docs = small_docs(&d, 3, None);
+        let models = format!(
+            "[[models]]\nname = \"served\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\nretries = 0\n\
+             price_per_1k_input = 1.0\nprice_per_1k_output = 2.0\n"
+        );
+        study(
+            &d,
+            &docs,
+            &models,
+            "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
+        )
+    };
+    let run = |cfg: &Path, extra: &[&str]| {
+        let mut args = vec!["run", "--config", cfg.to_str().unwrap()];
+        args.extend(extra);
+        let out = doc2ci(&args).env("DOC2CI_REQUEST_CACHE", &cache).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let wh = cfg.parent().unwrap().join("wh");
+        duck(&wh, &format!("SELECT error IS NULL, attempts, cost FROM {GENS} ORDER BY pair_id"))
+    };
+    // The server fails: three error rows, and nothing kept.
+    let a = run(&folder("a"), &[]);
+    assert!(a.iter().all(|r| r[0] == false), "{a:?}");
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    fail.store(false, Ordering::SeqCst);
+    let b = run(&folder("b"), &[]);
+    assert!(b.iter().all(|r| r[0] == true && r[1] == 1), "failures were asked again: {b:?}");
+    assert_eq!(asked.load(Ordering::SeqCst), 6);
+    // Another folder, the same model and prompts: nothing asked, nothing paid.
+    let c = run(&folder("c"), &[]);
+    assert_eq!(asked.load(Ordering::SeqCst), 6, "the second study folder asked the server");
+    assert!(c.iter().all(|r| r[0] == true && r[1] == 0 && r[2].as_f64() == Some(0.0)), "{c:?}");
+    let d = run(&folder("d"), &["--no-request-cache"]);
+    assert_eq!(asked.load(Ordering::SeqCst), 9);
+    assert!(d.iter().all(|r| r[1] == 1), "{d:?}");
+}
+
+/// Issue 16: `max_cost` stops a partition before the request that could exceed it, keeps every
+/// answer, says what was spent and what is left; a larger budget then asks only the rest.
+#[test]
+fn a_budget_stops_generation_cleanly_and_a_larger_one_finishes_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Each answer bills 400 prompt + 64 completion tokens: 0.4 + 0.128 at these prices.
+    let (url, asked) = counting_server(std::sync::Arc::new(AtomicBool::new(false)), (400, 64));
+    let docs = small_docs(d, 4, None);
+    let model = |budget: f64| {
+        format!(
+            "[[models]]\nname = \"paid\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\nmax_tokens = 64\n\
+             concurrency = 1\nretries = 0\nprice_per_1k_input = 1.0\nprice_per_1k_output = 2.0\nmax_cost = {budget}\n"
+        )
+    };
+    let off = "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n";
+    let cfg = study(d, &docs, &model(1.2), off);
+    let c = cfg.to_str().unwrap();
+    let out = doc2ci(&["run", "--config", c]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the budget stops the run");
+    assert!(
+        err.contains("budget reached") && err.contains("model `paid` spent") && err.contains("of max_cost 1.2000"),
+        "{err}"
+    );
+    assert!(err.contains("of 4 requests of this partition left to ask"), "{err}");
+    let first = asked.load(Ordering::SeqCst);
+    assert!((1..4).contains(&first), "asked {first} of 4 within 1.2");
+    // Spent stays within the budget: each request was admitted on its upper-bound estimate.
+    assert!(first as f64 * 0.528 <= 1.2, "{first} answers cost more than the budget");
+    // A larger budget asks only what is left.
+    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap().replace("max_cost = 1.2", "max_cost = 100")).unwrap();
+    run_ok(&["run", "--config", c]);
+    assert_eq!(asked.load(Ordering::SeqCst), 4, "every request asked exactly once across the two runs");
+    let rows = duck(&d.join("wh"), &format!("SELECT COUNT(*), SUM(cost) FROM {GENS} WHERE error IS NULL"));
+    assert_eq!(rows[0][0], 4);
+}

@@ -1,11 +1,13 @@
 """Reads the warehouse's stats table with DuckDB and recomputes its rows with scipy/statsmodels from
-the warehouse's own scores and validations (round 0, sample 0). Prints JSON:
+the warehouse's own scores, validations and lints (round 0, sample 0; a text's lint indicator is
+the minimum over the tools of its kind that judged it). Prints JSON:
 {"rows": n, "compared": {test: count}, "mismatches": [...]}.
 
 Usage: stats_check.py WAREHOUSE
 """
 import json
 import math
+import os
 import sys
 import warnings
 
@@ -18,10 +20,18 @@ warnings.simplefilter("ignore")
 wh = sys.argv[1]
 con = duckdb.connect()
 st = con.execute(f"select * from read_parquet('{wh}/stats/**/*.parquet')").df()
-sc = con.execute(f"""select s.*, v.parse_ok, v.schema_ok, v.fragment
+lints = ""
+if os.path.isdir(f"{wh}/lints"):
+    lints = f"""left join (select pair_id, service, model, sample, round,
+        min(case when kind = 'validator' then ok::int end) as lint_ok,
+        min(case when kind = 'validator' then as_is_ok::int end) as lint_as_is_ok,
+        min(case when kind = 'audit' then ok::int end) as audit_ok
+        from read_parquet('{wh}/lints/**/*.parquet', hive_partitioning=true) group by all) l
+        using (pair_id, service, model, sample, round)"""
+sc = con.execute(f"""select * from (select s.*, v.parse_ok, v.schema_ok, v.fragment
     from read_parquet('{wh}/scores/**/*.parquet', hive_partitioning=true) s
     join read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true) v using (pair_id, service, model, sample, round)
-    where s.round = 0 and s.sample = 0""").df()
+    where s.round = 0 and s.sample = 0) {lints}""").df()
 models_t = con.execute(f"select * from read_parquet('{wh}/models/**/*.parquet')").df()
 compared, bad = {}, []
 
@@ -62,7 +72,7 @@ for _, r in st.iterrows():
         if (b, c) != (r.b, r.c):
             bad.append({"what": "mcnemar counts", "ours": [int(r.b), int(r.c)], "peer": [b, c]})
     elif r.test == "mean" and r.group_a in set(sc.model):
-        v = sc[(sc.service == r.service) & (sc.model == r.group_a)][r.metric].astype(float)
+        v = sc[(sc.service == r.service) & (sc.model == r.group_a)][r.metric].astype(float).dropna()
         compared["mean"] = compared.get("mean", 0) + 1
         if abs(v.mean() - r.effect) > 1e-12 or len(v) != r.n:
             bad.append({"what": "mean", "ours": [r.effect, int(r.n)], "peer": [v.mean(), len(v)]})
@@ -73,8 +83,8 @@ for _, r in st.iterrows():
 # General vs code over all services, open models (Mann-Whitney U + Cliff's delta).
 openm = models_t[models_t.proprietary != True]
 for _, r in st[(st.test == "mann_whitney") & (st.group_a == "general") & (st.group_b == "code")].iterrows():
-    gen = sc[sc.model.isin(openm[openm.code == False].model)][r.metric].astype(float).to_numpy()
-    code = sc[sc.model.isin(openm[openm.code == True].model)][r.metric].astype(float).to_numpy()
+    gen = sc[sc.model.isin(openm[openm.code == False].model)][r.metric].astype(float).dropna().to_numpy()
+    code = sc[sc.model.isin(openm[openm.code == True].model)][r.metric].astype(float).dropna().to_numpy()
     res = stats.mannwhitneyu(gen, code)
     cmp(r, res.statistic, res.pvalue, "mann_whitney")
     delta = np.sign(gen[:, None] - code[None, :]).mean()

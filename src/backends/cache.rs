@@ -1,0 +1,185 @@
+//! The request cache shared across studies (issue 16): an answered request is kept under the hash
+//! of what decides its answer — the backend kind, the model id, the whole request (messages,
+//! temperature, token cap, seed, extra body parameters) and the sample number — in a folder outside
+//! any warehouse, so a second study folder with the same model and prompts asks nothing and pays
+//! nothing. Credentials are never part of a request, so never of the key; failures are never
+//! stored; an entry older than the TTL is asked again. Where: `DOC2CI_REQUEST_CACHE` (a folder, or
+//! `off`), else `[study] request_cache` (a folder, or `"off"`), else `~/.cache/doc2ci/requests`;
+//! `doc2ci run --no-request-cache` turns it off for one run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use doc2ci_llm::{Reply, Request};
+use serde::{Deserialize, Serialize};
+
+/// Where the cache lives and how long an entry stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CacheSettings {
+    pub dir: PathBuf,
+    pub ttl: Option<Duration>,
+}
+
+impl CacheSettings {
+    /// The settings for a study: `setting` is `[study] request_cache` (relative to `base`), the
+    /// environment wins over it. `None`: off.
+    pub fn resolve(setting: Option<&str>, ttl_days: Option<f64>, base: &Path) -> Option<CacheSettings> {
+        let env = std::env::var("DOC2CI_REQUEST_CACHE").ok().filter(|v| !v.is_empty());
+        let chosen = env.as_deref().or(setting);
+        let dir = match chosen {
+            Some(v) if ["off", "false", "0", "no"].contains(&v.to_ascii_lowercase().as_str()) => return None,
+            Some(v) => base.join(v),
+            None => {
+                let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).unwrap_or_else(|| ".".into());
+                PathBuf::from(home).join(".cache").join("doc2ci").join("requests")
+            }
+        };
+        let ttl = ttl_days.filter(|d| *d > 0.0).map(|d| Duration::from_secs_f64(d * 86_400.0));
+        Some(CacheSettings { dir, ttl })
+    }
+}
+
+/// What is kept of an answer (its endpoint and attempts belong to the run that asked).
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    text: String,
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+    latency_ms: f64,
+    finish_reason: Option<String>,
+}
+
+pub struct RequestCache {
+    s: CacheSettings,
+}
+
+/// `Reply::endpoint` of an answer that came from the cache (its `attempts` is 0: nothing was asked).
+pub const FROM_CACHE: &str = "request cache";
+
+impl RequestCache {
+    pub fn new(s: &CacheSettings) -> RequestCache {
+        RequestCache { s: s.clone() }
+    }
+
+    /// The content address of one request of sample `sample`.
+    pub fn key(kind: &str, model_id: &str, req: &Request, sample: u32) -> String {
+        let messages: Vec<(&str, &str)> = req.messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+        let body = serde_json::json!({
+            "v": 1, "kind": kind, "model": model_id, "messages": messages, "temperature": req.temperature,
+            "max_tokens": req.max_tokens, "seed": req.seed, "extra": req.extra, "sample": sample,
+        });
+        blake3::hash(body.to_string().as_bytes()).to_hex().to_string()
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.s.dir.join(&key[..2]).join(format!("{key}.json"))
+    }
+
+    /// The stored answer, unless it is missing, unreadable or older than the TTL.
+    pub fn get(&self, key: &str) -> Option<Reply> {
+        let p = self.path(key);
+        if let Some(ttl) = self.s.ttl {
+            let age = std::fs::metadata(&p).ok()?.modified().ok()?;
+            if SystemTime::now().duration_since(age).unwrap_or_default() > ttl {
+                return None;
+            }
+        }
+        let e: Entry = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+        Some(Reply {
+            text: e.text,
+            prompt_tokens: e.prompt_tokens,
+            completion_tokens: e.completion_tokens,
+            latency_ms: e.latency_ms,
+            finish_reason: e.finish_reason,
+            endpoint: FROM_CACHE.into(),
+            attempts: 0,
+        })
+    }
+
+    /// Stores an answer (written aside and renamed: a reader never sees half an entry).
+    pub fn put(&self, key: &str, r: &Reply) -> Result<()> {
+        let p = self.path(key);
+        let dir = p.parent().expect("a cache path has a folder");
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the request cache {}", dir.display()))?;
+        let e = Entry {
+            text: r.text.clone(),
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            latency_ms: r.latency_ms,
+            finish_reason: r.finish_reason.clone(),
+        };
+        let tmp = dir.join(format!(".{key}.{}.part", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec(&e)?).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use doc2ci_llm::Message;
+
+    fn req(text: &str) -> Request {
+        Request {
+            messages: vec![Message::new("user", text)],
+            temperature: 0.0,
+            max_tokens: 64,
+            seed: None,
+            extra: Default::default(),
+        }
+    }
+
+    fn reply() -> Reply {
+        Reply {
+            text: "on: push".into(),
+            prompt_tokens: Some(10),
+            completion_tokens: Some(3),
+            latency_ms: 12.0,
+            finish_reason: Some("stop".into()),
+            endpoint: "http://127.0.0.1:1/v1".into(),
+            attempts: 2,
+        }
+    }
+
+    #[test]
+    fn the_key_is_what_decides_the_answer() {
+        let k = RequestCache::key("openai", "m", &req("a"), 0);
+        assert_eq!(k, RequestCache::key("openai", "m", &req("a"), 0));
+        assert_ne!(k, RequestCache::key("openai", "m", &req("b"), 0));
+        assert_ne!(k, RequestCache::key("openai", "m2", &req("a"), 0));
+        assert_ne!(k, RequestCache::key("ollama", "m", &req("a"), 0));
+        assert_ne!(k, RequestCache::key("openai", "m", &req("a"), 1), "sample k is its own draw");
+        let mut hot = req("a");
+        hot.temperature = 0.7;
+        assert_ne!(k, RequestCache::key("openai", "m", &hot, 0));
+    }
+
+    #[test]
+    fn an_answer_comes_back_marked_and_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: None });
+        let k = RequestCache::key("openai", "m", &req("a"), 0);
+        assert!(c.get(&k).is_none());
+        c.put(&k, &reply()).unwrap();
+        let hit = c.get(&k).unwrap();
+        assert_eq!((hit.text.as_str(), hit.attempts, hit.endpoint.as_str()), ("on: push", 0, FROM_CACHE));
+        let stale = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: Some(Duration::from_nanos(1)) });
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(stale.get(&k).is_none(), "an entry older than the TTL is asked again");
+        std::fs::write(c.path(&k), b"{not json").unwrap();
+        assert!(c.get(&k).is_none(), "a corrupt entry is a miss, never an error");
+    }
+
+    #[test]
+    fn settings_resolve_from_config_and_turn_off() {
+        let base = Path::new("/study");
+        assert_eq!(CacheSettings::resolve(Some("off"), None, base), None);
+        assert_eq!(CacheSettings::resolve(Some("cache"), Some(1.0), base).unwrap().dir, PathBuf::from("/study/cache"));
+        assert_eq!(
+            CacheSettings::resolve(Some("cache"), Some(1.0), base).unwrap().ttl,
+            Some(Duration::from_secs(86_400))
+        );
+    }
+}
