@@ -47,7 +47,11 @@ mod layout {
             }
         }
         let mut out = BTreeMap::new();
-        walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), None, &mut out);
+        walk(
+            &Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src"),
+            None,
+            &mut out,
+        );
         out
     }
 

@@ -137,7 +137,8 @@ fn hostile_texts_end_quickly_with_a_verdict() {
 #[test]
 fn completed_real_references_get_no_finding_from_their_wrapper() {
     use doc2ci_lint::{attribute, complete, Completion};
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llm4ci/GitHubActions_Docs.csv.gz");
+    let data = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../shared/data/llm4ci/GitHubActions_Docs.csv.gz");
     let f = std::fs::File::open(&data).unwrap_or_else(|e| panic!("{}: {e}", data.display()));
     let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
     let refs: Vec<String> =

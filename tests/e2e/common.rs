@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn shared() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/llm4ci");
+    let p = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../shared/data/llm4ci");
     assert!(p.exists(), "real data missing: {} (tests read ../shared beside the clone)", p.display());
     p.canonicalize().unwrap()
 }
@@ -77,7 +78,8 @@ pub fn run_err(args: &[&str]) -> String {
 
 /// Table counts as the real DuckDB sees them (`pip install duckdb` is part of the test setup).
 pub fn duckdb(warehouse: &Path) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/duckdb_check.py");
+    let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/py/duckdb_check.py");
     let out = Command::new("python3").arg(script).arg(warehouse).output().expect("python3");
     assert!(out.status.success(), "DuckDB could not read the warehouse: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()

@@ -14,7 +14,10 @@ use common::{doc2ci, duckdb, run_ok};
 use serde_json::Value;
 
 fn docsite() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("docsite").canonicalize().unwrap()
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("docsite")
+        .canonicalize()
+        .unwrap()
 }
 
 fn golden() -> Value {

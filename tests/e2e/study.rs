@@ -56,7 +56,9 @@ fn write_study(dir: &Path) -> PathBuf {
 }
 
 fn python(script: &str, args: &[&str]) -> serde_json::Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py").join(script);
+    let path = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
     let out = Command::new("python3").arg(&path).args(args).output().expect("python3");
     assert!(out.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout)

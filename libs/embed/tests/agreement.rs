@@ -21,7 +21,8 @@ struct Reference {
 }
 
 fn reference() -> Reference {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let dir =
+        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("tests/data");
     let doc: Value = serde_json::from_slice(&std::fs::read(dir.join("reference.json")).unwrap()).unwrap();
     let dim = doc["dim"].as_u64().unwrap() as usize;
     let mut files: HashMap<String, HashMap<String, HashMap<String, String>>> = HashMap::new();

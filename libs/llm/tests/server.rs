@@ -118,7 +118,8 @@ fn ask(q: &str, max_tokens: u32) -> Request {
 
 /// The greedy answer llama.cpp gave in-process (committed by the smollm crate's reference script).
 fn reference_chat() -> (String, usize) {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../smollm/tests/data/llamacpp_reference.json");
+    let p = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../smollm/tests/data/llamacpp_reference.json");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let chat = &v["chats"][1];
     assert_eq!(chat["messages"][0]["content"], "What is 2+2?");

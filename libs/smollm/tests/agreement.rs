@@ -23,7 +23,8 @@ fn model() -> Arc<Embedded> {
 }
 
 fn reference() -> Value {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/llamacpp_reference.json");
+    let p = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("tests/data/llamacpp_reference.json");
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 

@@ -9,7 +9,7 @@ use doc2ci_crawl::{decode_page, extract, in_scope, links, normalize, Profile, Ro
 use url::Url;
 
 fn site() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docsite")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../../docsite")
 }
 
 fn profiles() -> BTreeMap<String, Profile> {

@@ -32,7 +32,7 @@ const TOLERANCE: f64 = 1e-9;
 const KNOWN: &[(&str, &str, &str)] = &[];
 
 fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
 }
 
 fn data_dir() -> PathBuf {

@@ -31,7 +31,8 @@ pub fn data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("DOC2CI_LLM4CI").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/llm4ci")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/llm4ci")
 }
 
 /// Rows of a gzip CSV as (header → value) maps.
