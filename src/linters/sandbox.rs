@@ -71,12 +71,26 @@ impl Drop for Scratch {
     }
 }
 
+/// The command prefix that gives a tool a network namespace of its own. As root, `unshare --net`
+/// changes no credential, so the death signal armed before it holds; otherwise a user namespace
+/// (`--map-root-user`) changes them, which clears the death signal, so `setpriv` arms it again.
+fn netns_prefix() -> Vec<&'static str> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        vec!["unshare", "--net", "--"]
+    } else {
+        vec!["unshare", "--net", "--map-root-user", "--", "setpriv", "--pdeathsig", "KILL", "--"]
+    }
+}
+
 /// Whether this machine can give a tool a network namespace of its own (probed once).
 pub fn netns() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
-        Command::new("unshare")
-            .args(["--net", "--map-root-user", "--", "true"])
+        let p = netns_prefix();
+        Command::new(p[0])
+            .args(&p[1..])
+            .arg("true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -91,8 +105,9 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// Runs `program args` in `dir` with `stdin`, offline when the machine allows it.
 pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, timeout: Duration) -> Result<Ran> {
     let mut cmd = if netns() {
-        let mut c = Command::new("unshare");
-        c.args(["--net", "--map-root-user", "--"]).arg(program);
+        let p = netns_prefix();
+        let mut c = Command::new(p[0]);
+        c.args(&p[1..]).arg(program);
         c
     } else {
         Command::new(program)
