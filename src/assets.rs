@@ -50,6 +50,17 @@ struct Asset {
     executable: bool,
 }
 
+/// Is a program on PATH (or at this path)? The programs doc2ci runs but does not install itself
+/// (chromium, chromedriver, shellcheck, node) are found this way.
+pub fn which(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
+}
+
 /// `$DOC2CI_ASSETS`, else `$HOME/.cache/doc2ci/assets`.
 pub fn assets_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("DOC2CI_ASSETS").filter(|d| !d.is_empty()) {

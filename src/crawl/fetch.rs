@@ -312,15 +312,7 @@ pub struct Browser {
     params: CrawlParams,
 }
 
-/// Is a program on PATH (or at this path)?
-pub fn which(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return p.is_file().then_some(p);
-    }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
-}
+pub use crate::assets::which;
 
 /// Reads chromedriver's "started successfully on port N" line; its later output is drained so a
 /// full pipe never blocks it.

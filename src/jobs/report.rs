@@ -28,7 +28,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         services: services.iter().cloned().collect(),
     };
     g.add(
-        Node::new("report", Partition::new(REPORT, &[]), &["doc2ci-report", "doc2ci-score", "doc2ci-lint"], job)
+        Node::new("report", Partition::new(REPORT, &[]), &["doc2ci-report", "doc2ci-score"], job)
             .deps(deps)
             .params(json!({"report": cfg.stages.report, "services": services})),
     );

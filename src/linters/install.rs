@@ -109,11 +109,4 @@ pub fn node() -> PathBuf {
     which("node").unwrap_or_else(|| PathBuf::from("/usr/bin/node"))
 }
 
-/// A program on `PATH`.
-pub fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
+pub use crate::assets::which;
