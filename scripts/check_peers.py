@@ -17,6 +17,8 @@ MODULES = [
     "html5lib", "bs4",
     # statistics peers (tests/py/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
+    # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
+    "moto.server", "boto3", "polars",
     # generation peers (libs/llm, libs/smollm, tests/e2e/generate.rs)
     "llama_cpp", "llama_cpp.server", "openai",
 ]

@@ -48,13 +48,15 @@ pip_install \
   ruamel.yaml==0.19.1 jsonschema==4.26.0 check-jsonschema==0.39.0 \
   sacrebleu==2.6.0 zss==1.2.0 rapidfuzz==3.14.6 crystalbleu==0.2 nltk==3.10.4 deepdiff==9.1.0 \
   html5lib==1.1 beautifulsoup4==4.15.0 \
-  scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6
+  scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6 \
+  "moto[server]==5.2.5" boto3==1.43.11 polars==2.1.0
 
 # llama.cpp's OpenAI-compatible server and the `openai` client: the peers of the generation tests and
 # bench/client.sh. pip builds llama.cpp from source; never with native CPU flags (its AMX kernel crashes
 # in this VM; SPEC §9).
 if ! python3 -c 'import llama_cpp, llama_cpp.server, openai; assert llama_cpp.__version__ == "0.3.36"' >/dev/null 2>&1; then
   echo "deps: pip install llama-cpp-python[server]==0.3.36 openai==3.57.0 (builds llama.cpp, several minutes)" >&2
-  CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install -q --disable-pip-version-check \
+  # Every core: left alone, pip's CMake build runs one compile at a time (most of a cold run's setup).
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install -q --disable-pip-version-check \
     "llama-cpp-python[server]==0.3.36" openai==3.57.0
 fi

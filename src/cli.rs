@@ -54,8 +54,9 @@ enum Cmd {
         format: Format,
     },
     /// Write a whole table as CSV or JSON Lines; `export finetune --folds 5 --out DIR` writes
-    /// fine-tuning folds (chat JSONL) instead, and `export benchmark --out DIR` the deduplicated
-    /// pairs as a release (Parquet, JSONL, datasheet, checksums).
+    /// fine-tuning folds (chat JSONL) instead, `export benchmark --out DIR` the deduplicated
+    /// pairs as a release (Parquet, JSONL, datasheet, checksums), and `export requests --out DIR`
+    /// every generative model's requests as OpenAI Batch files (for `vllm run-batch`).
     Export {
         table: String,
         /// `finetune` only: the number of folds.
@@ -68,6 +69,11 @@ enum Cmd {
         /// Output file (default: standard output).
         #[arg(long, short)]
         out: Option<PathBuf>,
+    },
+    /// Mirror the warehouse to `[study] remote` now (every `run` does it at its end).
+    Push {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
     },
     /// Fetch the pinned assets (JSON Schemas, models) into the assets folder.
     Setup {
@@ -154,12 +160,28 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
                 cfg.request_cache = None;
             }
             let p = crate::jobs::pipeline(&cfg)?;
-            let info = p.run(&only, ui)?;
+            let info = p.run(&only, ui);
+            // What finished is mirrored even when some partition failed.
+            if let Some(url) = &cfg.remote {
+                let wh = crate::warehouse::Warehouse::new(&cfg.warehouse);
+                let _lock = wh.lock()?;
+                crate::remote::Remote::open(url)?.sync(&wh, ui)?;
+            }
+            let info = info?;
             if info.ran == 0 {
                 println!("nothing to do: all {} partitions are up to date", info.reused);
             } else {
                 println!("ran {} partitions, reused {}", info.ran, info.reused);
             }
+            Ok(())
+        }
+        Cmd::Push { config } => {
+            let cfg = Config::load(&config)?;
+            let Some(url) = &cfg.remote else { bail!("{}: no [study] remote to push to", config.display()) };
+            let wh = open_warehouse(&config)?;
+            let _lock = wh.lock()?;
+            let s = crate::remote::Remote::open(url)?.sync(&wh, ui)?;
+            println!("{url}: {} uploaded, {} unchanged, {} deleted", s.uploaded, s.unchanged, s.deleted);
             Ok(())
         }
         Cmd::Plan { config } => plan(&config),
@@ -183,6 +205,13 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
             println!("{}", crate::release::export(&cfg, &wh, &out)?);
+            Ok(())
+        }
+        Cmd::Export { table, config, out, .. } if table == "requests" => {
+            let cfg = Config::load(&config)?;
+            let wh = open_warehouse(&config)?;
+            let Some(out) = out else { bail!("export requests writes a folder of batch files: give --out DIR") };
+            println!("{}", crate::jobs::export_requests(&cfg, &wh, &out)?);
             Ok(())
         }
         Cmd::Export { table, config, format, out, .. } => {

@@ -25,6 +25,8 @@ pub struct Config {
     pub stages: StageParams,
     /// The request cache shared across studies (`None`: off); not part of any cache key.
     pub request_cache: Option<crate::backends::CacheSettings>,
+    /// `[study] remote`: the object-storage URL the warehouse is mirrored to after each run.
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -502,6 +504,9 @@ struct RawStudy {
     /// Days an answer in the request cache stands (default: forever).
     #[serde(default)]
     request_cache_ttl_days: Option<f64>,
+    /// Object storage the warehouse is mirrored to (`src/remote.rs`).
+    #[serde(default)]
+    remote: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -611,6 +616,9 @@ struct RawModel {
 }
 
 const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
+/// A model's outputs as an OpenAI Batch output file (`vllm run-batch`, a provider's batch),
+/// answering `doc2ci export requests`: `custom_id` names the pair, sample and round.
+pub const BATCH_RESULTS: &str = "openai-batch";
 
 /// Partition values end up in folder names (`model=…`), so they must be path-safe.
 fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
@@ -838,11 +846,15 @@ impl Config {
                 };
                 model.path = Some(cx.path(path.span(), "models.path", path.get_ref())?);
                 if let Some(f) = &m.format {
-                    if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) {
+                    if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) && f.get_ref() != BATCH_RESULTS {
                         return cx.err(
                             f.span(),
                             "models.format",
-                            format!("unknown format `{}` (one of {})", f.get_ref(), IMPORT_FORMATS.join(", ")),
+                            format!(
+                                "unknown format `{}` (one of {}, {BATCH_RESULTS})",
+                                f.get_ref(),
+                                IMPORT_FORMATS.join(", ")
+                            ),
                         );
                     }
                     model.format = f.get_ref().clone();
@@ -906,6 +918,11 @@ impl Config {
             }
         }
 
+        if let Some(r) = &raw.study.remote {
+            if let Err(e) = crate::remote::check_url(r.get_ref()) {
+                return cx.err(r.span(), "study.remote", format!("{e:#}"));
+            }
+        }
         let threads =
             raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
         let c = &raw.stages.crawl;
@@ -1005,6 +1022,7 @@ impl Config {
                 raw.study.request_cache_ttl_days,
                 &base,
             ),
+            remote: raw.study.remote.as_ref().map(|r| r.get_ref().clone()),
             threads,
             services,
             sources,

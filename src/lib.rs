@@ -14,6 +14,7 @@ pub mod engine;
 pub mod jobs;
 pub mod linters;
 pub mod release;
+pub mod remote;
 pub mod resources;
 pub mod sql;
 pub mod ui;

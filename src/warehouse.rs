@@ -426,6 +426,34 @@ impl Checkpoint {
         atomic_write(&self.dir.join(format!("batch-{seq:06}-{done:012}-{skipped:09}.parquet")), &bytes)
     }
 
+    /// A small side record of a running job (an in-flight provider batch's id), kept with the
+    /// batches and dropped with them at publish.
+    pub fn note(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        let path = self.dir.join(format!("note-{name}.json"));
+        match fs::read(&path) {
+            Ok(b) => Ok(Some(
+                serde_json::from_slice(&b).with_context(|| format!("checkpoint note {} is corrupt", path.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    /// Replaces the note atomically (None removes it).
+    pub fn set_note(&self, name: &str, v: Option<&serde_json::Value>) -> Result<()> {
+        let path = self.dir.join(format!("note-{name}.json"));
+        match v {
+            Some(v) => {
+                fs::create_dir_all(&self.dir)?;
+                atomic_write(&path, &serde_json::to_vec(v)?)
+            }
+            None => match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            },
+        }
+    }
+
     pub fn clear(&self) {
         let _ = fs::remove_dir_all(&self.dir);
         if let Some(parent) = self.dir.parent() {

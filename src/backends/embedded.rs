@@ -12,7 +12,7 @@ use crate::assets;
 /// The embedded model's weights, as `doc2ci setup` fetches them.
 pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-pub const KIND: Kind = Kind { name: "embedded", keys: &[], default_model: Some(SMOLLM2_GGUF), needs_url: false, build, pins };
+pub const KIND: Kind = Kind { name: "embedded", keys: &[], default_model: Some(SMOLLM2_GGUF), needs_url: false, build, pins, batch: None };
 
 fn build(_: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_smollm::backend(load()?))

@@ -71,6 +71,9 @@ pub struct Kind {
     pub build: fn(&GenSettings) -> Result<Arc<dyn Backend>>,
     /// Assets that stand in the cache key by their pinned hash (the embedded weights).
     pub pins: fn(&GenSettings) -> Vec<(String, String)>,
+    /// A backend that answers a whole partition as one provider batch instead of request by
+    /// request (`openai-batch`): the Files and Batches client it talks through.
+    pub batch: Option<fn(&GenSettings) -> Result<doc2ci_llm::batch::BatchClient>>,
 }
 
 /// A backend file is a module exporting `KIND`; listing it here declares and registers it.
@@ -87,6 +90,7 @@ registry! {
     ollama,
     embedded,
     responses,
+    openai_batch,
 }
 
 pub fn kind(name: &str) -> Option<&'static Kind> {
@@ -123,6 +127,14 @@ pub fn client(model: &str, g: &GenSettings) -> Result<Arc<dyn Backend>> {
     let b = (k.build)(g).map_err(|e| anyhow!("model `{model}`: {e:#}"))?;
     guard.insert(model.to_string(), b.clone());
     Ok(b)
+}
+
+/// The batch client of a model whose backend answers in provider batches (None: request by request).
+pub fn batch_client(model: &str, g: &GenSettings) -> Result<Option<doc2ci_llm::batch::BatchClient>> {
+    match kind(&g.key.backend).and_then(|k| k.batch) {
+        Some(make) => make(g).map(Some).map_err(|e| anyhow!("model `{model}`: {e:#}")),
+        None => Ok(None),
+    }
 }
 
 /// The pinned assets of a generative model's backend, for its cache keys (none for an import).

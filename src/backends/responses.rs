@@ -17,6 +17,7 @@ pub const KIND: Kind = Kind {
     needs_url: true,
     build,
     pins: |_| vec![],
+    batch: None,
 };
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {

@@ -232,11 +232,18 @@ impl<T: Serialize + DeserializeOwned> Batches<T> {
     pub fn into_rows(self) -> Vec<T> {
         self.rows
     }
+    /// The job's side record beside its batches ([`Checkpoint::note`]).
+    pub fn note(&self, name: &str) -> Result<Option<serde_json::Value>> {
+        self.ckpt.note(name)
+    }
+    pub fn set_note(&self, name: &str, v: Option<&serde_json::Value>) -> Result<()> {
+        self.ckpt.set_note(name, v)
+    }
 }
 
 /// For the crash harness and the resume tests only: a pause at a publish or a checkpoint, so a
 /// kill can land inside even the stages that take milliseconds.
-fn test_hook(var: &str) {
+pub fn test_hook(var: &str) {
     if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()) {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }

@@ -80,25 +80,70 @@ impl Job for Generate {
     fn run(&self, cx: &Ctx) -> Result<Output> {
         let m = &self.ask.model;
         let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
-        let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
-        pairs.sort_by_key(|p| p.position);
-        // A description that contains its reference hands the model the answer (issue 11).
-        if !self.keep_leaks {
-            pairs.retain(|p| p.leak.is_none());
-        }
-        let prompter = Prompter::new(&self.ask.display, &pairs, prompt_options(Some(g)));
-        let mut items = Vec::with_capacity(pairs.len() * g.key.samples as usize);
-        for p in &pairs {
-            let messages = prompter.messages(p);
-            for s in 0..g.key.samples {
-                let seed = (g.key.temperature > 0.0).then(|| sample_seed(g.key.seed, &p.pair_id, s));
-                items.push(Item { pair_id: p.pair_id.clone(), sample: s, messages: messages.clone(), seed });
-            }
-        }
+        let items = items(cx.read(&self.pairs)?, self.keep_leaks, &self.ask.display, g);
         let rows = run_items(cx, &self.ask, &m.name, 0, items)?;
         let note = summary(&rows);
         cx.publish(&rows, Some(note))
     }
+}
+
+/// Every request of a (service, model) partition, in pair order, one per sample.
+fn items(mut pairs: Vec<Pair>, keep_leaks: bool, display: &str, g: &GenSettings) -> Vec<Item> {
+    pairs.sort_by_key(|p| p.position);
+    // A description that contains its reference hands the model the answer (issue 11).
+    if !keep_leaks {
+        pairs.retain(|p| p.leak.is_none());
+    }
+    let prompter = Prompter::new(display, &pairs, prompt_options(Some(g)));
+    let mut items = Vec::with_capacity(pairs.len() * g.key.samples as usize);
+    for p in &pairs {
+        let messages = prompter.messages(p);
+        for s in 0..g.key.samples {
+            let seed = (g.key.temperature > 0.0).then(|| sample_seed(g.key.seed, &p.pair_id, s));
+            items.push(Item { pair_id: p.pair_id.clone(), sample: s, messages: messages.clone(), seed });
+        }
+    }
+    items
+}
+
+/// `doc2ci export requests --out DIR`: every generative model's round-0 requests as OpenAI
+/// Batch input files, `DIR/<service>/<model>.jsonl`, for `vllm run-batch` or any batch API; the
+/// results come back with `backend = "import"`, `format = "openai-batch"`.
+pub fn export_requests(cfg: &Config, wh: &Warehouse, out: &std::path::Path) -> Result<String> {
+    use std::io::Write;
+    let mut summary = Vec::new();
+    for m in &cfg.models {
+        let Some(g) = m.gen() else { continue };
+        for service in &g.services {
+            let pairs: Vec<Pair> = wh.read(&Partition::new(PAIRS, &[service]))?;
+            if pairs.is_empty() {
+                continue;
+            }
+            let display = cfg.service(service).map_or(service.to_string(), |s| s.display.clone());
+            let items = items(pairs, cfg.stages.dedupe.keep_leaks, &display, g);
+            let dir = out.join(service);
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let path = dir.join(format!("{}.jsonl", m.name));
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?,
+            );
+            for it in &items {
+                let body = doc2ci_llm::chat_body(&g.key.model_id, &request(g, it));
+                let line = doc2ci_llm::batch::request_line(&super::generate_batch::custom_id(it, 0), &body);
+                serde_json::to_writer(&mut f, &line)?;
+                f.write_all(b"\n")?;
+            }
+            f.flush()?;
+            summary.push(format!("{service}/{}: {}", m.name, items.len()));
+        }
+    }
+    if summary.is_empty() {
+        anyhow::bail!(
+            "no generative model has pairs to ask in {}: run `doc2ci run --only dedupe` first",
+            wh.root.display()
+        );
+    }
+    Ok(format!("requests written to {}: {}", out.display(), summary.join(", ")))
 }
 
 pub fn prompt_options(g: Option<&GenSettings>) -> PromptOptions {
@@ -130,8 +175,32 @@ fn sample_seed(base: u64, pair_id: &str, sample: u32) -> u64 {
     u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
+/// The request of one item, as every backend receives it.
+pub(super) fn request(g: &GenSettings, it: &Item) -> Request {
+    Request {
+        messages: to_messages(&it.messages),
+        temperature: g.key.temperature,
+        max_tokens: g.key.max_tokens,
+        seed: it.seed,
+        extra: g.key.params.clone(),
+    }
+}
+
+/// The runtime a job's requests run on: the caller's if it has one, else a private one (kept
+/// alive by the first value).
+pub(super) fn runtime() -> Result<(Option<tokio::runtime::Runtime>, tokio::runtime::Handle)> {
+    Ok(match tokio::runtime::Handle::try_current() {
+        Ok(h) => (None, h),
+        Err(_) => {
+            let local = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let h = local.handle().clone();
+            (Some(local), h)
+        }
+    })
+}
+
 /// What the model said (or why it said nothing), as a `generations` row.
-fn to_row(
+pub(super) fn to_row(
     item: &Item,
     service: &str,
     model: &str,
@@ -140,11 +209,28 @@ fn to_row(
     who: &str,
     g: &GenSettings,
 ) -> Generation {
+    let prices = (g.price_per_1k_input, g.price_per_1k_output);
+    answer_row(&item.pair_id, item.sample, service, model, round, r, who, prices)
+}
+
+/// As [`to_row`], for answers that come from a file (`format = "openai-batch"`): `prices` per
+/// 1k input and output tokens, if known.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn answer_row(
+    pair_id: &str,
+    sample: u32,
+    service: &str,
+    model: &str,
+    round: u32,
+    r: std::result::Result<Reply, LlmError>,
+    who: &str,
+    prices: (Option<f64>, Option<f64>),
+) -> Generation {
     let mut row = Generation {
-        pair_id: item.pair_id.clone(),
+        pair_id: pair_id.to_string(),
         service: service.into(),
         model: model.into(),
-        sample: item.sample,
+        sample,
         round,
         ..Generation::default()
     };
@@ -153,7 +239,7 @@ fn to_row(
             let output = doc2ci_generate::strip_fences(&reply.text);
             let hit_cap = reply.finish_reason.as_deref() == Some("length");
             let kind = doc2ci_generate::degenerate(&output, hit_cap);
-            row.cost = match (g.price_per_1k_input, g.price_per_1k_output) {
+            row.cost = match prices {
                 (None, None) => None,
                 (pi, po) => Some(
                     pi.unwrap_or(0.0) * reply.prompt_tokens.unwrap_or(0) as f64 / 1000.0
@@ -205,19 +291,30 @@ pub(super) fn run_items(
         ui.info(&format!("{}: resuming after {} of {} requests", cx.label(), rows.rows().len(), items.len()));
     }
     if !todo.is_empty() {
+        if let Some(client) = crate::backends::batch_client(&m.name, g)? {
+            let cache = ask.cache.as_ref().map(RequestCache::new);
+            let budget = crate::backends::Budget::new(&m.name, g, ask.run_max_cost);
+            let job = super::generate_batch::BatchRun {
+                cx,
+                client,
+                g,
+                service,
+                model: model_name,
+                round,
+                cache,
+                budget,
+                total: items.len(),
+            };
+            job.run(&todo, &mut rows)?;
+            let mut rows = rows.into_rows();
+            rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
+            return Ok(rows);
+        }
         let backend = crate::backends::client(&m.name, g)?;
         let who = format!("model `{}` ({})", m.name, backend.describe());
         // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
         let slots = ask.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));
-        let handle = tokio::runtime::Handle::try_current().ok();
-        let local;
-        let handle = match handle {
-            Some(h) => h,
-            None => {
-                local = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-                local.handle().clone()
-            }
-        };
+        let (_local, handle) = runtime()?;
         let bar = ui.bar(todo.len() as u64, "requests");
         let cache = ask.cache.as_ref().map(RequestCache::new);
         let asked;
@@ -230,13 +327,7 @@ pub(super) fn run_items(
                 let mut fresh = Vec::new();
                 while set.len() < slots && next < todo.len() {
                     let it = todo[next];
-                    let req = Request {
-                        messages: to_messages(&it.messages),
-                        temperature: g.key.temperature,
-                        max_tokens: g.key.max_tokens,
-                        seed: it.seed,
-                        extra: g.key.params.clone(),
-                    };
+                    let req = request(g, it);
                     let key =
                         cache.as_ref().map(|_| RequestCache::key(&g.key.backend, &g.key.model_id, &req, it.sample));
                     if let Some(hit) = cache.as_ref().zip(key.as_ref()).and_then(|(c, k)| c.get(k)) {
@@ -286,20 +377,27 @@ pub(super) fn run_items(
         })?;
         bar.finish_and_clear();
         if let (Some(b), true) = (&budget, asked < todo.len()) {
-            let left = todo.len() - asked;
-            anyhow::bail!(
-                "model `{}`: budget reached: {}; {left} of {} requests of this partition left to ask (the {} answered so \
-                 far are kept); raise max_cost and run again",
-                m.name,
-                b.describe(),
-                items.len(),
-                rows.rows().len()
-            );
+            return Err(budget_reached(&m.name, b, todo.len() - asked, items.len(), rows.rows().len()));
         }
     }
     let mut rows = rows.into_rows();
     rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
     Ok(rows)
+}
+
+/// A partition stopped by its budget, every answer so far kept.
+pub(super) fn budget_reached(
+    model: &str,
+    b: &crate::backends::Budget,
+    left: usize,
+    total: usize,
+    kept: usize,
+) -> anyhow::Error {
+    anyhow!(
+        "model `{model}`: budget reached: {}; {left} of {total} requests of this partition left to ask (the {kept} \
+         answered so far are kept); raise max_cost and run again",
+        b.describe()
+    )
 }
 
 pub(super) fn summary(rows: &[Generation]) -> String {

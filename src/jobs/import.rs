@@ -96,6 +96,9 @@ impl Job for ImportOutputs {
     fn run(&self, cx: &Ctx) -> Result<Output> {
         let m = &self.file;
         let pairs: Vec<Pair> = cx.read(&Partition::new(PAIRS, &[&m.service]))?;
+        if m.format == crate::config::BATCH_RESULTS {
+            return self.batch_results(cx, &pairs);
+        }
         let map = ColumnMap::for_format(&m.format, &m.columns).map_err(|e| anyhow!("model `{}`: {e}", self.name))?;
         let mut att = doc2ci_import::Attacher::new(&pairs, &m.source, &m.service, &self.name);
         let mut dropped = 0usize;
@@ -110,6 +113,68 @@ impl Job for ImportOutputs {
         })?;
         let mut note = note.map_or(String::new(), |n| format!("{n}; "));
         note.push_str(&format!("{} attached, {dropped} outputs of dropped duplicate pairs not kept", rows.len()));
+        cx.publish(&rows, Some(note))
+    }
+}
+
+impl ImportOutputs {
+    /// An OpenAI Batch output file (or several concatenated, output and error files alike):
+    /// each line's `custom_id` names its pair, sample and round as `export requests` wrote it.
+    fn batch_results(&self, cx: &Ctx, pairs: &[Pair]) -> Result<Output> {
+        use std::io::BufRead;
+        let m = &self.file;
+        let name = m.path.display().to_string();
+        let known: std::collections::HashSet<&str> = pairs.iter().map(|p| p.pair_id.as_str()).collect();
+        let mut seen: std::collections::HashMap<(String, u32, u32), usize> = Default::default();
+        let who = format!("model `{}` (batch results {name})", self.name);
+        let (mut rows, mut skipped, mut first_bad) = (Vec::new(), 0usize, None);
+        for (i, line) in BufReader::new(open_input(&m.path)?).lines().enumerate() {
+            let n = i + 1;
+            let line = line.with_context(|| format!("{name}:{n}: cannot read the line (not UTF-8?)"))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let row = (|| {
+                let (id, r) = doc2ci_llm::batch::parse_result_line(&line)?;
+                let (pair, sample, round) = super::generate_batch::parse_custom_id(&id)
+                    .ok_or_else(|| format!("custom_id {id:?} is not pair/sample/round"))?;
+                if !known.contains(pair) {
+                    return Err(format!("custom_id {id:?}: pair {pair} is not a pair of service `{}`", m.service));
+                }
+                if let Some(first) = seen.insert((pair.to_string(), sample, round), n) {
+                    return Err(format!("custom_id {id:?} repeats line {first}"));
+                }
+                let reply = r.map(|(text, finish_reason, prompt_tokens, completion_tokens)| doc2ci_llm::Reply {
+                    text,
+                    prompt_tokens,
+                    completion_tokens,
+                    latency_ms: 0.0,
+                    finish_reason,
+                    endpoint: name.clone(),
+                    attempts: 1,
+                });
+                let mut g =
+                    super::generate::answer_row(pair, sample, &m.service, &self.name, round, reply, &who, (None, None));
+                // The file does not say how long anything took.
+                g.latency_ms = None;
+                Ok(g)
+            })();
+            match row {
+                Ok(g) => rows.push(g),
+                Err(e) if m.skip_bad_rows => {
+                    skipped += 1;
+                    first_bad.get_or_insert(format!("{name}:{n}: {e}"));
+                }
+                Err(e) => bail!("{name}:{n}: {e}"),
+            }
+        }
+        let order: std::collections::HashMap<&str, u64> =
+            pairs.iter().map(|p| (p.pair_id.as_str(), p.position)).collect();
+        rows.sort_by_key(|g| (g.round, order.get(g.pair_id.as_str()).copied(), g.sample));
+        let mut note = format!("{} batch results attached", rows.len());
+        if let Some(b) = first_bad {
+            note.push_str(&format!("; skipped {skipped} bad lines (skip_bad_rows = true), e.g. {b}"));
+        }
         cx.publish(&rows, Some(note))
     }
 }

@@ -8,6 +8,7 @@ mod crawl;
 mod dedupe;
 mod extract;
 mod generate;
+mod generate_batch;
 mod import;
 mod lint;
 mod models;
@@ -25,7 +26,7 @@ use doc2ci_validate::Service;
 use crate::engine::{Graph, Pipeline};
 use crate::warehouse::{GENERATIONS, PAIRS};
 
-pub use generate::{export_finetune, PROMPT_VERSION};
+pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
 
 /// Every node of the study, each stage adding to what the earlier ones declared.
 pub fn declare(cfg: &Config) -> Result<Graph> {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The first `n` records of the real GitHub Actions pairs, as a small llm4ci CSV (`ids`: only these).
-fn small_docs(dir: &Path, n: usize, ids: Option<&[&str]>) -> PathBuf {
+pub(crate) fn small_docs(dir: &Path, n: usize, ids: Option<&[&str]>) -> PathBuf {
     let f = std::fs::File::open(shared().join("GitHubActions_Docs.csv.gz")).unwrap();
     let mut rdr = csv::Reader::from_reader(flate2::read::MultiGzDecoder::new(f));
     let path = dir.join("docs.csv");
@@ -33,7 +33,7 @@ fn small_docs(dir: &Path, n: usize, ids: Option<&[&str]>) -> PathBuf {
     path
 }
 
-fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
+pub(crate) fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
     let s = format!(
         "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
          [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"llm4ci\"\npath = \"{}\"\nservice = \"github-actions\"\n\n{models}\n{extra}\n",
@@ -44,7 +44,7 @@ fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathBuf {
     p
 }
 
-const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)";
+pub(crate) const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)";
 
 #[test]
 fn embedded_model_generates_real_text_and_stores_it() {

@@ -3,9 +3,11 @@
 
 mod common;
 
+mod batch;
 mod crash;
 mod crawl;
 mod engine;
 mod generate;
 mod quality;
+mod remote;
 mod study;

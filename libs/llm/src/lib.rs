@@ -1,6 +1,7 @@
 //! Chat backends shared by the generate and repair stages: an OpenAI-compatible `/chat/completions` client and
 //! Ollama's native `/api/chat`, each a pool over several endpoints with per-endpoint concurrency, request and token
-//! rate limits, retries with exponential backoff and full jitter, a request timeout and a cap on the response size.
+//! rate limits (configured, and paced from the provider's rate-limit headers: `adaptive`), retries with exponential
+//! backoff and full jitter, a request timeout and a cap on the response size.
 //! API keys are read from the environment at construction and only ever sent in the `Authorization` header.
 //!
 //! Owns: the wire (bodies, parsing, pools, limits, retries). Never decides what to ask: prompts are
@@ -12,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
+
+pub mod adaptive;
+pub mod batch;
 
 /// Backends outside this crate implement [`Backend`] with it.
 pub use async_trait::async_trait;
@@ -175,8 +179,15 @@ struct OpenAi {
 
 impl OpenAi {
     fn body(&self, req: &Request) -> Value {
+        chat_body(&self.model, req)
+    }
+}
+
+/// The chat-completions body of `req` (also a line's `body` in a batch file).
+pub fn chat_body(model: &str, req: &Request) -> Value {
+    {
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.model));
+        body.insert("model".into(), json!(model));
         body.insert("messages".into(), json!(req.messages));
         body.insert("temperature".into(), json!(req.temperature));
         body.insert("max_tokens".into(), json!(req.max_tokens));
@@ -313,6 +324,8 @@ struct Endpoint {
     load: AtomicUsize,
     spacing: Option<Spacing>,
     tokens: Option<TokenWindow>,
+    /// The provider's own limits, as its rate-limit headers describe them.
+    adaptive: adaptive::Adaptive,
 }
 
 /// Endpoints of one model sharing its limits: least-loaded choice, retries with backoff and
@@ -374,6 +387,7 @@ impl Pool {
                     .tokens_per_minute
                     .filter(|&t| t > 0)
                     .map(|t| TokenWindow::new(t as u64, Duration::from_secs(60))),
+                adaptive: Default::default(),
             });
         }
         let client = reqwest::Client::builder()
@@ -439,7 +453,8 @@ impl Pool {
                 if let Some(t) = &ep.tokens {
                     t.acquire(estimate).await;
                 }
-                let r = self.attempt(ep, &body, key, parse).await;
+                let mut ticket = ep.adaptive.acquire(estimate).await;
+                let r = self.attempt(ep, &body, key, parse, &mut ticket).await;
                 if let (Some(t), Ok(p)) = (&ep.tokens, &r) {
                     if let (Some(pt), Some(ct)) = (p.2, p.3) {
                         t.correct(estimate, pt as u64 + ct as u64);
@@ -495,10 +510,11 @@ impl Pool {
         body: &[u8],
         key: Option<&str>,
         parse: fn(&Value) -> Result<Parsed, String>,
+        ticket: &mut adaptive::Ticket<'_>,
     ) -> Result<Parsed, Failure> {
         let timeout = Duration::from_millis(self.limits.timeout_ms.max(1));
         let what = format!("{} {} model={}", self.kind, ep.shown, self.model);
-        match tokio::time::timeout(timeout, self.exchange(ep, body, key, &what)).await {
+        match tokio::time::timeout(timeout, self.exchange(ep, body, key, &what, ticket)).await {
             Err(_) => Err(Failure {
                 err: LlmError::Retryable(format!("{what}: timed out after {} ms", timeout.as_millis())),
                 retry_after: None,
@@ -521,7 +537,14 @@ impl Pool {
         }
     }
 
-    async fn exchange(&self, ep: &Endpoint, body: &[u8], key: Option<&str>, what: &str) -> Result<Vec<u8>, Failure> {
+    async fn exchange(
+        &self,
+        ep: &Endpoint,
+        body: &[u8],
+        key: Option<&str>,
+        what: &str,
+        ticket: &mut adaptive::Ticket<'_>,
+    ) -> Result<Vec<u8>, Failure> {
         let mut rb = self
             .client
             .post(&ep.url)
@@ -533,6 +556,7 @@ impl Pool {
         }
         let mut resp = rb.send().await.map_err(|e| transport(what, "sending the request", e))?;
         let status = resp.status();
+        ticket.answered(resp.headers());
         let retry_after = retry_after(resp.headers());
         let mut buf = Vec::new();
         loop {
@@ -639,7 +663,7 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
         .or_else(|| get("retry-after").map(Duration::from_secs_f64))
 }
 
-fn snippet(s: &str) -> String {
+pub(crate) fn snippet(s: &str) -> String {
     let s = s.trim();
     let cut: String = s.chars().take(300).collect();
     if cut.len() < s.len() {

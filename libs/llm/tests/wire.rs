@@ -498,3 +498,60 @@ async fn rpm_spaces_arrivals() {
         assert!(w[1] - w[0] >= Duration::from_millis(190), "arrivals too close: {:?}", w[1] - w[0]);
     }
 }
+
+/// Adaptive limits: a server that enforces a token bucket (40 requests/s, burst 8) and says so in
+/// OpenAI's `x-ratelimit-*` headers, asked 240 requests at concurrency 8 with no configured rpm.
+/// Once the first answers have taught the pool the bucket, no request is answered 429, and the
+/// answered rate stays within 10% of the bucket's (it cannot exceed it: the server refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pacing_follows_the_providers_rate_limit_headers() {
+    const RATE: f64 = 40.0;
+    const BURST: f64 = 8.0;
+    struct Bucket {
+        level: f64,
+        at: Instant,
+    }
+    let bucket = Arc::new(Mutex::new(Bucket { level: BURST, at: Instant::now() }));
+    // (arrival, answered 429)
+    let log: Arc<Mutex<Vec<(Instant, bool)>>> = Arc::default();
+    let (b2, l2) = (bucket.clone(), log.clone());
+    let srv = serve(move |_, _, s| {
+        let (ok, level) = {
+            let mut b = b2.lock().unwrap();
+            let now = Instant::now();
+            b.level = (b.level + RATE * now.duration_since(b.at).as_secs_f64()).min(BURST);
+            b.at = now;
+            let ok = b.level >= 1.0;
+            if ok {
+                b.level -= 1.0;
+            }
+            l2.lock().unwrap().push((now, !ok));
+            (ok, b.level)
+        };
+        let headers = format!(
+            "x-ratelimit-limit-requests: {BURST}\r\nx-ratelimit-remaining-requests: {}\r\nx-ratelimit-reset-requests: {:.3}s\r\n",
+            level.floor().max(0.0),
+            (BURST - level) / RATE
+        );
+        if ok {
+            respond(s, "200 OK", &headers, &ok_body("ok", "stop"))
+        } else {
+            respond(s, "429 Too Many Requests", &headers, br#"{"error":{"message":"rate limited"}}"#)
+        }
+    });
+    let l = Limits { concurrency: 8, ..limits(10, 10_000) };
+    let b = openai(&[&srv.url], l);
+    for r in futures_join(b, 240).await {
+        r.unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    let mut answered: Vec<Instant> = log.iter().filter(|(_, refused)| !refused).map(|(t, _)| *t).collect();
+    answered.sort();
+    assert_eq!(answered.len(), 240);
+    let refused_late = log.iter().skip(20).filter(|(_, refused)| *refused).count();
+    assert_eq!(refused_late, 0, "429s at steady state ({} in all)", log.iter().filter(|(_, r)| *r).count());
+    let steady = &answered[20..];
+    let rate = (steady.len() - 1) as f64 / (steady[steady.len() - 1] - steady[0]).as_secs_f64();
+    eprintln!("adaptive pacing: {rate:.1} requests/s answered against a bucket of {RATE}/s");
+    assert!(rate >= 0.9 * RATE, "{rate:.1} requests/s is under 90% of the bucket's {RATE}/s");
+}
