@@ -110,7 +110,10 @@ fn main() {
     out.push_str("pub const GLUE: &[(&str, &str)] = &[\n");
     for (name, paths) in [
         ("crawl", vec!["src/crawl", "src/jobs/crawl.rs"]),
-        ("generation", vec!["src/jobs/generate.rs", "src/jobs/generate_batch.rs", "src/jobs/repair.rs", "src/backends"]),
+        (
+            "generation",
+            vec!["src/jobs/generate.rs", "src/jobs/generate_batch.rs", "src/jobs/repair.rs", "src/backends"],
+        ),
         ("lint", vec!["src/linters", "src/jobs/lint.rs", "tools"]),
     ] {
         let mut files = Vec::new();

@@ -88,7 +88,7 @@ impl Remote {
     }
 
     fn key(&self, rel: &str) -> Key {
-        rel.split('/').fold(self.prefix.clone(), |k, part| k.child(part))
+        rel.split('/').fold(self.prefix.clone(), |k, part| k.join(part))
     }
 
     /// Brings the remote copy up to the local warehouse.
