@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::{parse_openai, redact_url, snippet, LlmError, Parsed};
+use crate::{parse_openai, redact_url, snippet, status_error, LlmError, Parsed};
 
 /// The endpoint every line of a chat batch posts to.
 pub const CHAT_ENDPOINT: &str = "/v1/chat/completions";
@@ -79,9 +79,7 @@ pub fn parse_result_line(line: &str) -> Result<(String, Result<Parsed, LlmError>
     let body = resp.get("body").cloned().unwrap_or(Value::Null);
     if status != 200 {
         let e = format!("HTTP {status}: {}", snippet(&body.to_string()));
-        let err =
-            if status == 429 || status == 408 || status >= 500 { LlmError::Retryable(e) } else { LlmError::Http(e) };
-        return Ok((id, Err(err)));
+        return Ok((id, Err(status_error(status.min(u16::MAX as u64) as u16, e))));
     }
     Ok((id, parse_openai(&body).map_err(LlmError::BadResponse)))
 }
@@ -250,12 +248,7 @@ impl BatchClient {
             return Ok(buf);
         }
         let msg = format!("{what}: HTTP {status}: {}", snippet(&String::from_utf8_lossy(&buf)));
-        let code = status.as_u16();
-        Err(if code == 429 || code == 408 || status.is_server_error() {
-            LlmError::Retryable(msg)
-        } else {
-            LlmError::Http(msg)
-        })
+        Err(status_error(status.as_u16(), msg))
     }
 }
 

@@ -587,13 +587,16 @@ impl Pool {
             return Ok(buf);
         }
         let msg = format!("{what}: HTTP {status}: {}", snippet(&String::from_utf8_lossy(&buf)));
-        let code = status.as_u16();
-        let err = if code == 429 || code == 408 || status.is_server_error() {
-            LlmError::Retryable(msg)
-        } else {
-            LlmError::Http(msg)
-        };
-        Err(Failure { err, retry_after })
+        Err(Failure { err: status_error(status.as_u16(), msg), retry_after })
+    }
+}
+
+/// A non-2xx status as an error: 429, 408 and 5xx are worth retrying, any other is final.
+pub(crate) fn status_error(code: u16, msg: String) -> LlmError {
+    if code == 429 || code == 408 || code >= 500 {
+        LlmError::Retryable(msg)
+    } else {
+        LlmError::Http(msg)
     }
 }
 
