@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Client overhead: doc2ci-llm's `openai` backend vs the `openai` Python client (AsyncOpenAI + asyncio) against the
-# same local llama.cpp server (llama-cpp-python) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
+# same local llama.cpp server (tests/peers/llama_server.py) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
 # client's share of each request shows. Prints requests/s of both and the ratio (ours / peer), and the client
 # process's own CPU time per request (the overhead proper: requests/s converge on the server's limit).
 #
-# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python[server], openai).
+# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (xllamacpp, openai).
 # Env: REQUESTS (per side, default 300), CONCURRENCY (default 4), MAX_TOKENS (default 1), ROUNDS (default 2,
 #      sides alternate, best kept).
 set -euo pipefail
@@ -17,13 +17,12 @@ GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 N="${REQUESTS:-2000}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${ROUNDS:-3}"
 
 flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-llm --example bench_client
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 -m llama_cpp.server --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 --port "$PORT" \
-  --n_ctx 2048 --verbose false >/dev/null 2>&1 &
+LOG=$(mktemp)
+python3 tests/peers/llama_server.py --model "$GGUF" --alias smollm2 --threads 1 --parallel "$C" >"$LOG" &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-URL="http://127.0.0.1:$PORT/v1"
-for _ in $(seq 300); do curl -sf "$URL/models" >/dev/null && break; sleep 0.2; done
+trap 'kill $SERVER 2>/dev/null || true; rm -f "$LOG"' EXIT
+for _ in $(seq 300); do grep -q "listening on" "$LOG" && break; sleep 0.2; done
+URL="$(sed -n 's/^listening on //p' "$LOG")/v1"
 
 peer() {
 python3 - "$URL" "$N" "$C" "$K" <<'PY'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Embedded-model throughput: doc2ci-smollm (candle, Q8_0 weights) vs llama.cpp in-process (llama-cpp-python,
-# the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
-# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (llama-cpp-python). Env: MAX_TOKENS (default 128),
+# Embedded-model throughput: doc2ci-smollm (candle, Q8_0 weights) vs llama.cpp (its own server, in-process
+# through the xllamacpp peer; the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
+# Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (xllamacpp). Env: MAX_TOKENS (default 128),
 # THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores),
 # PROFILE (release = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or dev).
 set -euo pipefail
@@ -20,27 +20,33 @@ OURS=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K")
 echo "ours: $OURS"
 PEER=$(python3 - "$GGUF" "$K" "$THREADS" <<'PY'
 import json, sys, time
-import llama_cpp
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+import json as _json, urllib.request
+import xllamacpp as xlc
 gguf, k, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=threads, seed=0, verbose=False)
+p = xlc.CommonParams()
+p.model.path = gguf
+p.n_ctx = 2048
+p.cpuparams.n_threads = threads
+p.cpuparams_batch.n_threads = threads
+p.verbosity = -1
+srv = xlc.Server(p)
+def post(path, body):
+    r = urllib.request.Request(srv.listening_address + path, data=_json.dumps(body).encode(), headers={"content-type": "application/json"})
+    return _json.load(urllib.request.urlopen(r))
 task = ("Given the description below, generate a minimal and single valid GitHub Actions YAML configuration. Do not provide any reasoning. Only output the single YAML configuration, with no comments, markdown, or extra formatting. The YAML must match the described task exactly. Do not add any unneeded directives unless told.")
 pair = ("About workflows - Advanced workflow features - Creating dependent jobs: This section briefly describes some of the advanced features of GitHub Actions that help you create more complex workflows. By default, the jobs in your workflow all run in parallel at the same time. If you have a job that must only run after another job has completed, you can use the needs keyword to create this dependency. If one of the jobs fails, all dependent jobs are skipped; however, if you need the jobs to continue, you can define this using the if conditional statement.")
 msgs = [{"role": "system", "content": "You are a highly skilled software developer and DevOps engineer."},
         {"role": "user", "content": f"{task}\n\n{pair}"}]
-prompt = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")(messages=msgs).prompt
-ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+prompt = post("/apply-template", {"messages": msgs})["prompt"]
+ids = post("/tokenize", {"content": prompt, "add_special": False, "parse_special": True})["tokens"]
 def run(n):
-    llm.reset()  # else generate() reuses the previous run's KV cache for the shared prompt prefix
-    t = time.perf_counter(); out = 0
-    for tok in llm.generate(ids, temp=0.0, top_k=1, repeat_penalty=1.0, reset=True):
-        if tok == llm.token_eos(): break
-        out += 1
-        if out >= n: break
-    return time.perf_counter() - t, out
+    # cache_prompt off: every run prefills the whole prompt, as ours does.
+    t = time.perf_counter()
+    r = post("/completion", {"prompt": ids, "n_predict": n, "temperature": 0.0, "top_k": 1, "repeat_penalty": 1.0, "cache_prompt": False})
+    return time.perf_counter() - t, r["timings"]["predicted_n"]
 prefill = min(run(1)[0] for _ in range(3))
 total, c = min(run(k) for _ in range(3))
-print(json.dumps({"backend": "llama.cpp (llama-cpp-python, Q4_1)", "prompt_tokens": len(ids), "completion_tokens": c,
+print(json.dumps({"backend": f"llama.cpp server (xllamacpp {xlc.__version__}, Q4_1)", "prompt_tokens": len(ids), "completion_tokens": c,
                   "prefill_s": round(prefill, 3), "total_s": round(total, 3),
                   "prompt_tokens_per_s": round(len(ids) / prefill, 1), "gen_tokens_per_s": round((c - 1) / (total - prefill), 1),
                   "end_to_end_tokens_per_s": round(c / total, 1)}))

@@ -19,8 +19,8 @@ MODULES = [
     "scipy", "statsmodels", "sklearn", "numpy",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
     "moto.server", "boto3", "polars",
-    # generation peers (libs/llm, libs/smollm, tests/e2e/generate.rs)
-    "llama_cpp", "llama_cpp.server", "openai",
+    # generation peers (tests/peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/)
+    "xllamacpp", "openai",
 ]
 
 import shutil

@@ -39,8 +39,8 @@ if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0
 fi
 [ "$what" = runtime ] && exit 0
 
-# time: GNU time, the benchmarks' peak-memory figures. cmake/build-essential: pip builds llama.cpp.
-apt_install time cmake build-essential
+# time: GNU time, the benchmarks' peak-memory figures.
+apt_install time
 # The peers of the differential tests (torch-based ones are not here: their outputs are committed).
 # Every module they import is checked by scripts/check_peers.py, run by scripts/test.sh.
 pip_install \
@@ -51,12 +51,7 @@ pip_install \
   scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6 \
   "moto[server]==5.2.5" boto3==1.43.11 polars==2.1.0
 
-# llama.cpp's OpenAI-compatible server and the `openai` client: the peers of the generation tests and
-# bench/client.sh. pip builds llama.cpp from source; never with native CPU flags (its AMX kernel crashes
-# in this VM; SPEC §9).
-if ! python3 -c 'import llama_cpp, llama_cpp.server, openai; assert llama_cpp.__version__ == "0.3.36"' >/dev/null 2>&1; then
-  echo "deps: pip install llama-cpp-python[server]==0.3.36 openai==3.57.0 (builds llama.cpp, several minutes)" >&2
-  # Every core: left alone, pip's CMake build runs one compile at a time (most of a cold run's setup).
-  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CMAKE_ARGS="-DGGML_NATIVE=OFF" python3 -m pip install -q --disable-pip-version-check \
-    "llama-cpp-python[server]==0.3.36" openai==3.57.0
-fi
+# llama.cpp's own OpenAI-compatible server (its C++ server code, prebuilt without native CPU flags in the
+# xllamacpp wheel; tests/peers/llama_server.py starts it) and the `openai` client: the peers of the
+# generation tests and bench/. Nothing is compiled: building llama.cpp from source was most of a cold run.
+pip_install xllamacpp==2026.10.11549 openai==3.57.0

@@ -295,6 +295,7 @@ def main() -> int:
             else:
                 kills, finished = 0, False
                 aimed: set[str] = set()
+                aimed_kinds: set[str] = set()
                 drivers_before = chromedrivers()
                 # Every partition pauses before it publishes, so kills land inside the quick stages too
                 # (and right before the atomic write of the slow ones); the rows do not change.
@@ -321,10 +322,15 @@ def main() -> int:
                                        if l.startswith("run ")]
                             # Each partition is a kill target once, so every run gets further: the
                             # study always ends, and the last stages (stats, report) get theirs too.
+                            # Past the wanted number of kills, only a kind of partition no kill was aimed
+                            # at yet is a target: every stage gets one, and the run stays short.
                             fresh = [x for x in started[k - 1:] if x not in aimed]
-                            if fresh:
-                                aimed.add(fresh[0])
-                                fire = now + rng.uniform(0, LAG.get(fresh[0].split(" ", 1)[0], STAGE_DELAY_MS / 1000))
+                            for x in fresh:
+                                aimed.add(x)
+                                if kills < a.kills or kind(x) not in aimed_kinds:
+                                    aimed_kinds.add(kind(x))
+                                    fire = now + rng.uniform(0, LAG.get(x.split(" ", 1)[0], STAGE_DELAY_MS / 1000))
+                                    break
                         if fire is not None and now >= fire:
                             break
                         time.sleep(0.005)

@@ -362,8 +362,8 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     );
 }
 
-/// `python3 -m llama_cpp.server` (pip `llama-cpp-python[server]`, scripts/deps.sh) serving the
-/// SmolLM2 GGUF on a free loopback port; killed on drop.
+/// llama.cpp's own server (`tests/peers/llama_server.py`, the `xllamacpp` wheel of scripts/deps.sh)
+/// serving the SmolLM2 GGUF on a free loopback port; killed on drop.
 struct LlamaServer(std::process::Child);
 
 impl LlamaServer {
@@ -373,28 +373,28 @@ impl LlamaServer {
             .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
+        let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/llama_server.py");
         let child = std::process::Command::new("python3")
-            // Port 0: the OS picks it at bind time; uvicorn's start line says which.
-            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", "0", "--model"])
+            .arg(launcher)
+            // Port 0: the OS picks it at bind time; the launcher's start line says which.
+            .args(["--port", "0", "--threads", "1", "--alias", "smollm2", "--model"])
             .arg(&gguf)
-            .args(["--model_alias", "smollm2", "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
-            .expect("python3 -m llama_cpp.server (scripts/deps.sh installs llama-cpp-python[server])");
+            .expect("python3 tests/peers/llama_server.py (scripts/deps.sh installs xllamacpp)");
         let mut s = LlamaServer(child);
         let port = {
-            let mut lines = BufReader::new(s.0.stderr.take().unwrap()).lines();
+            let mut lines = BufReader::new(s.0.stdout.take().unwrap()).lines();
             let mut port = None;
             for line in lines.by_ref() {
                 let Ok(line) = line else { break };
-                if let Some(rest) = line.split("Uvicorn running on http://127.0.0.1:").nth(1) {
+                if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
                     port = rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|p| p.parse::<u16>().ok());
                     break;
                 }
             }
             std::thread::spawn(move || lines.for_each(drop));
-            port.expect("llama_cpp.server exited before it listened")
+            port.expect("the llama.cpp server exited before it listened")
         };
         let t = Instant::now();
         loop {
@@ -406,7 +406,7 @@ impl LlamaServer {
                     break;
                 }
             }
-            assert!(t.elapsed() < Duration::from_secs(90), "llama_cpp.server did not come up");
+            assert!(t.elapsed() < Duration::from_secs(90), "the llama.cpp server did not come up");
             std::thread::sleep(Duration::from_millis(100));
         }
         (s, format!("http://127.0.0.1:{port}/v1"))

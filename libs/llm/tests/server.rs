@@ -1,5 +1,6 @@
-//! The `openai` backend against a real OpenAI-compatible server on loopback: llama.cpp's server from the
-//! `llama-cpp-python` peer (installed by scripts/deps.sh) serving the same SmolLM2 GGUF as the embedded model.
+//! The `openai` backend against a real OpenAI-compatible server on loopback: llama.cpp's own C++ server
+//! (`tests/peers/llama_server.py`, the prebuilt `xllamacpp` wheel installed by scripts/deps.sh) serving the
+//! same SmolLM2 GGUF as the embedded model.
 //! Each test starts its own server on a free port and kills it when done.
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,44 +18,43 @@ fn gguf() -> PathBuf {
     p
 }
 
-/// The port in uvicorn's "Uvicorn running on http://127.0.0.1:PORT" line; the rest of the log is
-/// drained in the background so the server never blocks on a full pipe.
-fn listening_port(stderr: std::process::ChildStderr) -> u16 {
+/// The port in the launcher's "listening on http://127.0.0.1:PORT" line (stdout).
+fn listening_port(stdout: std::process::ChildStdout) -> u16 {
     use std::io::BufRead;
-    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut lines = std::io::BufReader::new(stdout).lines();
     let mut seen = Vec::new();
     for line in lines.by_ref() {
         let Ok(line) = line else { break };
-        if let Some(rest) = line.split("Uvicorn running on http://127.0.0.1:").nth(1) {
+        if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
             let port: u16 = rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap();
             std::thread::spawn(move || lines.for_each(drop));
             return port;
         }
         seen.push(line);
     }
-    panic!("llama_cpp.server exited before it listened:\n{}", seen.join("\n"));
+    panic!("the llama.cpp server exited before it listened:\n{}", seen.join("\n"));
 }
 
-/// A running `python3 -m llama_cpp.server`; killed on drop.
+/// A running llama.cpp server (`tests/peers/llama_server.py`); killed on drop.
 struct LlamaServer {
     child: Option<Child>,
     port: u16,
 }
 
 impl LlamaServer {
-    /// `port` 0: the OS picks one at bind time and uvicorn's start line says which (no
+    /// `port` 0: the OS picks one at bind time and the launcher's start line says which (no
     /// bind-close-reuse race with the other tests); a given port is for restarting on the same one.
     fn start(port: u16) -> LlamaServer {
+        let launcher = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../../tests/peers/llama_server.py");
         let mut child = Command::new("python3")
-            .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", &port.to_string()])
-            .arg("--model")
+            .arg(launcher)
+            .args(["--port", &port.to_string(), "--threads", "1", "--alias", "smollm2", "--model"])
             .arg(gguf())
-            .args(["--model_alias", "smollm2", "--n_ctx", "2048", "--n_threads", "1", "--verbose", "false"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stdout(Stdio::piped())
             .spawn()
-            .expect("python3 -m llama_cpp.server (run scripts/deps.sh: pip llama-cpp-python[server])");
-        let port = listening_port(child.stderr.take().unwrap());
+            .expect("python3 tests/peers/llama_server.py (run scripts/deps.sh: pip xllamacpp)");
+        let port = listening_port(child.stdout.take().unwrap());
         let s = LlamaServer { child: Some(child), port };
         s.wait_ready();
         s
@@ -74,7 +74,7 @@ impl LlamaServer {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("llama_cpp.server on port {} did not come up in 60 s", self.port);
+        panic!("the llama.cpp server on port {} did not come up in 60 s", self.port);
     }
 
     fn url(&self) -> String {

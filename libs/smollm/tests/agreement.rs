@@ -1,4 +1,4 @@
-//! The embedded model against llama.cpp (`llama-cpp-python` peer; its output is committed in
+//! The embedded model against llama.cpp (its server, the `xllamacpp` peer; its output is committed in
 //! `tests/data/llamacpp_reference.json` with the script that made it): identical token ids, identical ChatML
 //! prompts, and greedy generations that agree token for token (float differences may only diverge late).
 use std::path::PathBuf;

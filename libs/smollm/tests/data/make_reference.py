@@ -1,20 +1,36 @@
-"""Reference token ids and greedy tokens from llama.cpp (the `llama-cpp-python` peer) for SmolLM2-135M-Instruct.
+"""Reference token ids and greedy tokens from llama.cpp (its own server, the `xllamacpp` peer) for SmolLM2-135M-Instruct.
 
 Run: python3 libs/smollm/tests/data/make_reference.py [gguf] > libs/smollm/tests/data/llamacpp_reference.json
-(the peer is installed by scripts/deps.sh, built with CMAKE_ARGS=-DGGML_NATIVE=OFF). The GGUF defaults to
+(the peer is installed by scripts/deps.sh; it was first made with llama-cpp-python 0.3.36 in-process, and
+llama.cpp's server gives the same ids and greedy tokens). The GGUF defaults to
 $DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
 """
-import csv, gzip, json, os, sys
+import json, os, sys, urllib.request
 
-import llama_cpp
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+import xllamacpp as xlc
 
 assets = os.environ.get("DOC2CI_ASSETS") or os.path.expanduser("~/.cache/doc2ci/assets")
 gguf = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     assets, "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
 GREEDY = 64
 
-llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=2, seed=0, verbose=False)
+params = xlc.CommonParams()
+params.model.path = gguf
+params.n_ctx = 2048
+params.cpuparams.n_threads = 2
+params.verbosity = -1
+server = xlc.Server(params)
+
+
+def post(path, body):
+    req = urllib.request.Request(server.listening_address + path, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+
+
+def tokenize(text):
+    return post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]
+
 
 strings = [
     "Hello world",
@@ -26,7 +42,7 @@ strings = [
     "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
     "x=1+2*3/4-5 (a[0]){b} 0x1F 1,000,000.00",
 ]
-tokenized = [{"text": s, "ids": llm.tokenize(s.encode("utf-8"), add_bos=False, special=True)} for s in strings]
+tokenized = [{"text": s, "ids": tokenize(s)} for s in strings]
 
 # The study's zero-shot prompt (SPEC §4) on a real GitHub Actions section (llm4ci data, CC BY 4.0).
 system = "You are a highly skilled software developer and DevOps engineer."
@@ -42,23 +58,20 @@ description = ("This section briefly describes some of the advanced features of 
 messages = [{"role": "system", "content": system}, {"role": "user", "content": f"{task}\n\n{title}: {description}"}]
 no_system = [{"role": "user", "content": "What is 2+2?"}]
 
-fmt = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")
-
 
 def greedy(msgs):
-    prompt = fmt(messages=msgs).prompt
-    ids = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-    out = []
-    llm.reset()
-    for t in llm.generate(ids, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True):
-        if t == llm.token_eos() or len(out) >= GREEDY:
-            break
-        out.append(t)
-    return {"messages": msgs, "prompt": prompt, "prompt_ids": ids, "greedy_ids": out,
-            "greedy_text": llm.detokenize(out).decode("utf-8", "replace")}
+    prompt = post("/apply-template", {"messages": msgs})["prompt"]
+    ids = tokenize(prompt)
+    r = post("/completion", {"prompt": ids, "n_predict": GREEDY, "temperature": 0.0, "top_k": 1, "top_p": 1.0,
+                             "min_p": 0.0, "repeat_penalty": 1.0, "return_tokens": True, "cache_prompt": False})
+    out = r["tokens"][:GREEDY]
+    if r.get("stop_type") == "eos":
+        out = out[:-1]  # the end-of-generation token itself is not part of the answer
+    text = post("/detokenize", {"tokens": out})["content"]
+    return {"messages": msgs, "prompt": prompt, "prompt_ids": ids, "greedy_ids": out, "greedy_text": text}
 
 
-json.dump({"peer": f"llama-cpp-python {llama_cpp.__version__}", "gguf": os.path.basename(gguf),
+json.dump({"peer": f"llama.cpp server (xllamacpp {xlc.__version__})", "gguf": os.path.basename(gguf),
            "tokenized": tokenized, "chats": [greedy(messages), greedy(no_system)]},
           sys.stdout, ensure_ascii=False, indent=1)
 sys.stdout.write("\n")

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""llama.cpp's own OpenAI-compatible HTTP server, serving a GGUF on loopback: the peer of the `openai`
+backend tests (libs/llm/tests/server.rs, tests/e2e/generate.rs) and of bench/client.sh.
+
+The server is llama.cpp's C++ `llama-server` code as shipped prebuilt (no native CPU flags) in the pinned
+`xllamacpp` wheel that scripts/deps.sh installs: nothing is compiled on the machine, where building
+llama.cpp from source took most of a cold CI run.
+
+    python3 tests/peers/llama_server.py --model X.gguf [--port 0] [--threads 1] [--parallel 1] [--alias NAME]
+
+Prints `listening on http://127.0.0.1:PORT` on stdout once it serves (port 0: the OS picks a free one at
+bind time, so parallel tests never race for it), then serves until it is killed; it also dies with its
+parent, so a test killed with SIGKILL leaves no server behind.
+"""
+import argparse
+import ctypes
+import signal
+import sys
+
+import xllamacpp as xlc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--ctx", type=int, default=2048, help="context per slot")
+    ap.add_argument("--alias", default="smollm2")
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args()
+
+    # PR_SET_PDEATHSIG: SIGTERM when the process that started us dies, however it dies.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+    p = xlc.CommonParams()
+    p.model.path = a.model
+    p.model_alias = {a.alias}
+    p.port = a.port
+    p.n_parallel = a.parallel
+    p.n_ctx = a.ctx * a.parallel
+    p.cpuparams.n_threads = a.threads
+    p.cpuparams_batch.n_threads = a.threads
+    p.verbosity = 3 if a.verbose else -1
+    server = xlc.Server(p)
+    print(f"listening on {server.listening_address}", flush=True)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    del server
+
+
+if __name__ == "__main__":
+    sys.exit(main())
