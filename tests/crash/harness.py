@@ -133,7 +133,7 @@ def study(dir: Path, stub_url: str, docs: Path, outs: Path) -> Path:
           f'source = "llm4ci"\nfamily = "gpt"\n')
     s += (f'\n[[models]]\nname = "stub"\nbackend = "openai"\nbase_url = "{stub_url}"\nmodel = "stub"\n'
           f'retries = 2\ntimeout_ms = 20000\nfamily = "stub"\n')
-    s += ('\n[[models]]\nname = "smol"\nbackend = "embedded"\nmax_tokens = 24\nservices = ["travis-ci"]\n'
+    s += ('\n[[models]]\nname = "smol"\nbackend = "embedded"\nmax_tokens = 8\nservices = ["travis-ci"]\n'
           'family = "smollm"\n')
     s += "\n" + profiles() + "\n"
     s += ('\n[stages.crawl]\nrate_limit = 5\ntimeout_secs = 20\n'

@@ -14,7 +14,7 @@ fn kill_9_in_every_stage_loses_nothing_and_leaves_nothing() {
     let out = Command::new("python3")
         .env("DOC2CI_REQUEST_CACHE", "off")
         .arg(&harness)
-        .args(["--doc2ci", env!("CARGO_BIN_EXE_doc2ci"), "--kills", "24", "--seed", "7", "--out"])
+        .args(["--doc2ci", env!("CARGO_BIN_EXE_doc2ci"), "--kills", "24", "--pairs", "20", "--seed", "7", "--out"])
         .arg(&report)
         .output()
         .expect("python3 runs the crash harness");
