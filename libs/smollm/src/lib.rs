@@ -130,7 +130,7 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
         .filter(|(_, &t)| t == 3)
         .map(|(s, _)| tokenizers::AddedToken::from(s.clone(), true))
         .collect();
-    tok.add_special_tokens(&specials);
+    tok.add_special_tokens(specials).map_err(|e| anyhow::anyhow!("adding the GGUF's special tokens: {e}"))?;
     Ok(tok)
 }
 
