@@ -20,19 +20,13 @@ OURS=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K")
 echo "ours: $OURS"
 PEER=$(python3 - "$GGUF" "$K" "$THREADS" <<'PY'
 import json, sys, time
-import json as _json, urllib.request
+sys.path.insert(0, "tests/peers")
+import llama_server
 import xllamacpp as xlc
 gguf, k, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-p = xlc.CommonParams()
-p.model.path = gguf
-p.n_ctx = 2048
-p.cpuparams.n_threads = threads
-p.cpuparams_batch.n_threads = threads
-p.verbosity = -1
-srv = xlc.Server(p)
+srv = llama_server.start(gguf, threads=threads)
 def post(path, body):
-    r = urllib.request.Request(srv.listening_address + path, data=_json.dumps(body).encode(), headers={"content-type": "application/json"})
-    return _json.load(urllib.request.urlopen(r))
+    return llama_server.post(srv, path, body)
 task = ("Given the description below, generate a minimal and single valid GitHub Actions YAML configuration. Do not provide any reasoning. Only output the single YAML configuration, with no comments, markdown, or extra formatting. The YAML must match the described task exactly. Do not add any unneeded directives unless told.")
 pair = ("About workflows - Advanced workflow features - Creating dependent jobs: This section briefly describes some of the advanced features of GitHub Actions that help you create more complex workflows. By default, the jobs in your workflow all run in parallel at the same time. If you have a job that must only run after another job has completed, you can use the needs keyword to create this dependency. If one of the jobs fails, all dependent jobs are skipped; however, if you need the jobs to continue, you can define this using the if conditional statement.")
 msgs = [{"role": "system", "content": "You are a highly skilled software developer and DevOps engineer."},

@@ -10,14 +10,40 @@ llama.cpp from source took most of a cold CI run.
 
 Prints `listening on http://127.0.0.1:PORT` on stdout once it serves (port 0: the OS picks a free one at
 bind time, so parallel tests never race for it), then serves until it is killed; it also dies with its
-parent, so a test killed with SIGKILL leaves no server behind.
+parent, so a test killed with SIGKILL leaves no server behind. `start` and `post` serve the scripts that
+use the server in-process (libs/smollm/tests/data/make_reference.py, bench/smollm.sh).
 """
 import argparse
 import ctypes
+import json
 import signal
 import sys
+import urllib.request
 
 import xllamacpp as xlc
+
+
+def start(model: str, port: int = 0, threads: int = 1, parallel: int = 1, ctx: int = 2048,
+          alias: str = "smollm2", verbose: bool = False) -> "xlc.Server":
+    """The server, listening (at `server.listening_address`) until it is deleted or the process ends."""
+    p = xlc.CommonParams()
+    p.model.path = model
+    p.model_alias = {alias}
+    p.port = port
+    p.n_parallel = parallel
+    p.n_ctx = ctx * parallel
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.verbosity = 3 if verbose else -1
+    return xlc.Server(p)
+
+
+def post(server: "xlc.Server", path: str, body: dict) -> dict:
+    """One JSON request to the server's HTTP API (`/tokenize`, `/apply-template`, `/completion`, ...)."""
+    req = urllib.request.Request(server.listening_address + path, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
 
 
 def main() -> None:
@@ -34,16 +60,7 @@ def main() -> None:
     # PR_SET_PDEATHSIG: SIGTERM when the process that started us dies, however it dies.
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
-    p = xlc.CommonParams()
-    p.model.path = a.model
-    p.model_alias = {a.alias}
-    p.port = a.port
-    p.n_parallel = a.parallel
-    p.n_ctx = a.ctx * a.parallel
-    p.cpuparams.n_threads = a.threads
-    p.cpuparams_batch.n_threads = a.threads
-    p.verbosity = 3 if a.verbose else -1
-    server = xlc.Server(p)
+    server = start(a.model, a.port, a.threads, a.parallel, a.ctx, a.alias, a.verbose)
     print(f"listening on {server.listening_address}", flush=True)
     try:
         signal.pause()

@@ -5,27 +5,23 @@ Run: python3 libs/smollm/tests/data/make_reference.py [gguf] > libs/smollm/tests
 llama.cpp's server gives the same ids and greedy tokens). The GGUF defaults to
 $DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
 """
-import json, os, sys, urllib.request
+import json, os, sys
+from pathlib import Path
 
-import xllamacpp as xlc
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests" / "peers"))
+import llama_server  # noqa: E402  (the repository's launcher of llama.cpp's server)
+import xllamacpp as xlc  # noqa: E402
 
 assets = os.environ.get("DOC2CI_ASSETS") or os.path.expanduser("~/.cache/doc2ci/assets")
 gguf = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     assets, "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
 GREEDY = 64
 
-params = xlc.CommonParams()
-params.model.path = gguf
-params.n_ctx = 2048
-params.cpuparams.n_threads = 2
-params.verbosity = -1
-server = xlc.Server(params)
+server = llama_server.start(gguf, threads=2)
 
 
 def post(path, body):
-    req = urllib.request.Request(server.listening_address + path, data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
-    return json.load(urllib.request.urlopen(req))
+    return llama_server.post(server, path, body)
 
 
 def tokenize(text):
