@@ -44,7 +44,7 @@ fn config(dir: &Path, services: &[&str], site: &str, backend: &str, crawl: &str)
     s.push('\n');
     s.push_str(&profiles_toml());
     s.push_str(&format!(
-        "\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n"
+        "\n[stages.crawl]\n{crawl}\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
     ));
     let p = dir.join("pipeline.toml");
     std::fs::write(&p, s).unwrap();

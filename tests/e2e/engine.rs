@@ -307,7 +307,7 @@ fn generic_jsonl_and_parquet_sources_with_a_column_map() {
         "[study]\nwarehouse = \"wh\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\
          [[sources]]\nname = \"from-jsonl\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"{}\"\nservice = \"github-actions\"\ncolumns = {{ id = \"source_id\" }}\n\
          [[sources]]\nname = \"from-parquet\"\nkind = \"import\"\nformat = \"parquet\"\npath = \"{}\"\nservice = \"github-actions\"\ncolumns = {{ id = \"source_id\" }}\n\
-         [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+         [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
         jsonl.display(),
         parquet.display()
     );
@@ -350,7 +350,7 @@ fn benchmark_release_round_trip_keeps_pair_ids() {
         format!(
             "[study]\nwarehouse = \"wh\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\
              [[sources]]\nname = \"release\"\nkind = \"import\"\nformat = \"benchmark\"\npath = \"{}\"\nservice = \"github-actions\"\n\
-             [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+             [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
             rel.display()
         ),
     )

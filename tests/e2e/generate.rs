@@ -98,7 +98,7 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
         dir.path(),
         &docs,
         "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n",
-        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
     );
     let c = cfg.to_str().unwrap();
     let mut child = doc2ci(&["run", "--config", c])
@@ -294,7 +294,7 @@ fn repair_study(d: &Path, repair: &str) -> PathBuf {
 fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let cfg = repair_study(d, "rounds = 2\n");
+    let cfg = repair_study(d, "rounds = 2\n[stages.lint]\nenabled = false\n");
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     let vals = "read_parquet('{wh}/validations/**/*.parquet', hive_partitioning=true)";
@@ -429,7 +429,7 @@ fn openai_backend_against_a_real_llama_cpp_server() {
         dir.path(),
         &docs,
         &format!("[[models]]\nname = \"smollm2-server\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"smollm2\"\nmax_tokens = 32\nconcurrency = 2\nretries = 2\n"),
-        "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n",
+        "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
     );
     run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let rows = duck(

@@ -19,6 +19,8 @@ use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
+pub mod cores;
+
 pub struct Embedded {
     model: Mutex<ModelWeights>,
     tokenizer: tokenizers::Tokenizer,
@@ -247,7 +249,18 @@ impl Embedded {
     }
 
     /// Like `generate`, also returning the completion's token ids (for comparisons with llama.cpp).
+    /// Runs on as many threads as cores are free when it starts ([`cores::free`]).
     pub fn generate_ids(
+        &self,
+        messages: &[Message],
+        max_tokens: u32,
+        temperature: f32,
+        seed: Option<u64>,
+    ) -> Result<(Vec<u32>, Reply)> {
+        cores::pool(cores::free()).install(|| self.generate_here(messages, max_tokens, temperature, seed))
+    }
+
+    fn generate_here(
         &self,
         messages: &[Message],
         max_tokens: u32,
