@@ -599,6 +599,8 @@ struct RawModel {
     #[serde(default)]
     few_shot: Option<usize>,
     #[serde(default)]
+    max_pairs: Option<Spanned<usize>>,
+    #[serde(default)]
     retrieval: Option<Spanned<toml::Value>>,
     #[serde(default)]
     retrieval_chars: Option<usize>,
@@ -1172,7 +1174,7 @@ fn crawl_source(
 /// backends rather than by import). Generative keys come first in the study's usual order.
 fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str, std::ops::Range<usize>, bool)> {
     let at = |present: bool| present.then(|| entry.clone());
-    let keys: [(&'static str, Option<std::ops::Range<usize>>, bool); 27] = [
+    let keys: [(&'static str, Option<std::ops::Range<usize>>, bool); 28] = [
         ("base_url", m.base_url.as_ref().map(|s| s.span()), true),
         ("base_urls", m.base_urls.as_ref().map(|s| s.span()), true),
         ("model", m.model.as_ref().map(|s| s.span()), true),
@@ -1190,6 +1192,7 @@ fn sided_keys(m: &RawModel, entry: &std::ops::Range<usize>) -> Vec<(&'static str
         ("retries", at(m.retries.is_some()), true),
         ("seed", at(m.seed.is_some()), true),
         ("few_shot", at(m.few_shot.is_some()), true),
+        ("max_pairs", m.max_pairs.as_ref().map(|s| s.span()), true),
         ("retrieval_chars", at(m.retrieval_chars.is_some()), true),
         ("num_ctx", at(m.num_ctx.is_some()), true),
         ("price_per_1k_input", at(m.price_per_1k_input.is_some()), true),
@@ -1373,6 +1376,12 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             format!("model `{name}`: the {backend} backend takes no extra request parameters"),
         );
     }
+    let max_pairs = match &m.max_pairs {
+        Some(n) if *n.get_ref() == 0 => {
+            return cx.err(n.span(), "models.max_pairs", format!("model `{name}`: max_pairs must be at least 1"))
+        }
+        n => n.as_ref().map(|n| *n.get_ref()),
+    };
     let svcs = match &m.services {
         Some(list) => {
             for s in list.get_ref() {
@@ -1400,6 +1409,7 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             retrieval_chars: m.retrieval_chars.unwrap_or(1500),
             num_ctx: m.num_ctx,
             params,
+            max_pairs,
         },
         base_urls,
         api_key_env: m.api_key_env.as_ref().map(|s| s.get_ref().clone()),

@@ -56,6 +56,10 @@ pub struct GenKey {
     pub num_ctx: Option<u32>,
     /// Extra body parameters (`[models.params]`), merged into every request.
     pub params: serde_json::Map<String, serde_json::Value>,
+    /// Only this many pairs of each service are asked (a spread sample, the same whatever else
+    /// is added); absent from the key when unset, so existing studies keep their cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pairs: Option<usize>,
 }
 
 /// One generative backend.

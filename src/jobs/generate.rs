@@ -94,9 +94,11 @@ fn items(mut pairs: Vec<Pair>, keep_leaks: bool, display: &str, g: &GenSettings)
     if !keep_leaks {
         pairs.retain(|p| p.leak.is_none());
     }
+    // Few-shot examples and retrieved sections come from every pair, asked or not.
     let prompter = Prompter::new(display, &pairs, prompt_options(Some(g)));
-    let mut items = Vec::with_capacity(pairs.len() * g.key.samples as usize);
-    for p in &pairs {
+    let asked = sample(&pairs, g.key.max_pairs);
+    let mut items = Vec::with_capacity(asked.len() * g.key.samples as usize);
+    for p in asked {
         let messages = prompter.messages(p);
         for s in 0..g.key.samples {
             let seed = (g.key.temperature > 0.0).then(|| sample_seed(g.key.seed, &p.pair_id, s));
@@ -104,6 +106,17 @@ fn items(mut pairs: Vec<Pair>, keep_leaks: bool, display: &str, g: &GenSettings)
         }
     }
     items
+}
+
+/// The pairs asked under `max_pairs = n`: the `n` whose ids hash lowest, a spread over the whole
+/// documentation that keeps its members when other pairs come or go; in position order.
+fn sample(pairs: &[Pair], n: Option<usize>) -> Vec<&Pair> {
+    let Some(n) = n.filter(|&n| n < pairs.len()) else { return pairs.iter().collect() };
+    let mut by_hash: Vec<&Pair> = pairs.iter().collect();
+    by_hash.sort_by_cached_key(|p| *blake3::hash(p.pair_id.as_bytes()).as_bytes());
+    by_hash.truncate(n);
+    by_hash.sort_by_key(|p| p.position);
+    by_hash
 }
 
 /// `doc2ci export requests --out DIR`: every generative model's round-0 requests as OpenAI
@@ -463,4 +476,28 @@ pub fn export_finetune(cfg: &Config, wh: &Warehouse, folds: usize, out: &std::pa
         out.display(),
         summary.join("; ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(n: u64) -> Vec<Pair> {
+        (0..n).map(|i| Pair { pair_id: format!("p{i}"), position: i, ..Default::default() }).collect()
+    }
+
+    #[test]
+    fn max_pairs_asks_a_stable_spread_in_position_order() {
+        let all = pairs(40);
+        assert_eq!(sample(&all, None).len(), 40);
+        assert_eq!(sample(&all, Some(99)).len(), 40);
+        let six: Vec<u64> = sample(&all, Some(6)).iter().map(|p| p.position).collect();
+        assert_eq!(six.len(), 6);
+        assert!(six.windows(2).all(|w| w[0] < w[1]), "{six:?}");
+        assert!(six.iter().any(|&p| p >= 20) && six.iter().any(|&p| p < 20), "a spread, not the first page: {six:?}");
+        // More pairs in the documentation: the ones asked before stay asked unless outranked.
+        let more = pairs(41);
+        let again: Vec<u64> = sample(&more, Some(6)).iter().map(|p| p.position).collect();
+        assert!(six.iter().filter(|p| again.contains(p)).count() >= 5, "{six:?} vs {again:?}");
+    }
 }

@@ -274,11 +274,15 @@ fn real_outputs(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// 12 real pairs with gemma3-12b's real outputs, repaired by the embedded model (`repair`: more
-/// `[stages.repair]` keys).
+/// Real pairs in the study of the repair tests: the first six of the real data, whose gemma3-12b
+/// outputs are three schema-valid files (all rejected by actionlint) and three invalid ones.
+const REPAIR_PAIRS: usize = 6;
+
+/// The first real pairs with gemma3-12b's real outputs, repaired by the embedded model (`repair`:
+/// more `[stages.repair]` keys).
 fn repair_study(d: &Path, repair: &str) -> PathBuf {
-    let docs = small_docs(d, 12, None);
-    let outs = real_outputs(d, 12);
+    let docs = small_docs(d, REPAIR_PAIRS, None);
+    let outs = real_outputs(d, REPAIR_PAIRS);
     let models = format!(
         "[[models]]\nname = \"gemma3-12b\"\nbackend = \"import\"\npath = \"{}\"\nfamily = \"gemma\"\n\n\
          [[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 64\nservices = []\n",
@@ -329,12 +333,12 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     );
     // Round-0 rows are the imported ones, untouched.
     let g0 = duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE model = 'gemma3-12b' AND round = 0"));
-    assert_eq!(g0[0][0], 12);
+    assert_eq!(g0[0][0], REPAIR_PAIRS);
 
     // Counts per round, consistent with the validations.
     let rep = duck(&wh, "SELECT round, total, valid_before, attempted, fixed, still_invalid, errors, valid_after, repair_model FROM read_parquet('{wh}/repairs/**/*.parquet', hive_partitioning=true) ORDER BY round");
     assert_eq!(rep.len(), 2, "{rep:?}");
-    assert_eq!(rep[0][1], 12);
+    assert_eq!(rep[0][1], REPAIR_PAIRS);
     assert_eq!(rep[0][2].as_u64().unwrap(), valid0.len() as u64);
     assert_eq!(rep[0][3].as_u64().unwrap(), invalid0.len() as u64);
     for r in &rep {
@@ -506,7 +510,7 @@ fn repair_with_lint_feedback_revisits_what_the_validator_rejects() {
          JOIN read_parquet('{wh}/lints/**/*.parquet', hive_partitioning=true) l ON v.pair_id = l.pair_id AND l.model = v.model \
          AND l.round = v.round AND l.kind = 'validator' WHERE v.model = 'gemma3-12b' AND v.round = 0 ORDER BY v.pair_id",
     );
-    assert_eq!(bad.len(), 12, "{bad:?}");
+    assert_eq!(bad.len(), REPAIR_PAIRS, "{bad:?}");
     let revisit: Vec<&str> =
         bad.iter().filter(|r| r[1] == false || r[2] == false).map(|r| r[0].as_str().unwrap()).collect();
     let lint_only = bad.iter().filter(|r| r[1] == true && r[2] == false).count();
@@ -521,7 +525,7 @@ fn repair_with_lint_feedback_revisits_what_the_validator_rejects() {
     );
     assert_eq!(rep.iter().map(|r| r[0].as_str().unwrap()).collect::<Vec<_>>(), ["schema", "schema+lint"]);
     let both = &rep[1];
-    assert_eq!(both[1].as_u64().unwrap() as usize, 12 - revisit.len());
+    assert_eq!(both[1].as_u64().unwrap() as usize, REPAIR_PAIRS - revisit.len());
     assert_eq!(both[2].as_u64().unwrap() as usize, revisit.len());
     assert_eq!(both[4].as_u64().unwrap(), both[1].as_u64().unwrap() + both[3].as_u64().unwrap());
 }

@@ -105,6 +105,7 @@ fn main() {
         services: &svc_names,
         metrics,
         lints: &[],
+        degenerate: &BTreeMap::new(),
     });
     let report_s = t.elapsed().as_secs_f64();
     let bytes: usize = files.iter().map(|f| f.1.len()).sum();

@@ -28,6 +28,27 @@ pub struct Input<'a> {
     pub metrics: &'a [MetricInfo],
     /// The lint rows (their findings give the most frequent rule ids); empty without a lint stage.
     pub lints: &'a [Lint],
+    /// model → (degenerate answers, answers) at round 0: empty, prose-only or looping output.
+    pub degenerate: &'a BTreeMap<String, (usize, usize)>,
+}
+
+/// Models whose answers are mostly degenerate (≥ 25%), said before any table: their scores
+/// measure that, and nobody should read them as a model's ability.
+pub fn degenerate_note(inp: &Input) -> Option<String> {
+    let bad: Vec<String> = inp
+        .degenerate
+        .iter()
+        .filter(|(_, &(d, n))| n > 0 && d * 4 >= n)
+        .map(|(m, &(d, n))| format!("{m}: {d} of {n} ({:.0}%)", 100.0 * d as f64 / n as f64))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "Degenerate outputs (empty, prose without YAML, or a line repeated to the token cap): {}. \
+             These scores describe that, not a model's ability; the default SmolLM2-135M is a zero-setup \
+             baseline, not a result.",
+            bad.join("; ")
+        )
+    })
 }
 
 /// A table: caption, header and rows of cells (already formatted). `bold` marks cells to emphasise.
@@ -584,7 +605,11 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         inp.services.len(),
         inp.stats.len()
     );
+    let note = degenerate_note(inp);
     let mut md = format!("# {}\n\n{summary}\n\n", inp.title);
+    if let Some(n) = &note {
+        md.push_str(&format!("> **{n}**\n\n"));
+    }
     for t in &tables {
         md.push_str(&t.markdown());
     }
@@ -599,6 +624,9 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         esc(inp.title),
         esc(&summary)
     );
+    if let Some(n) = &note {
+        let _ = write!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>\n", esc(n));
+    }
     for t in &tables {
         html.push_str(&t.html());
     }
@@ -611,7 +639,7 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     files
 }
 
-const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}";
+const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}.warn{background:#fff4e5;border-left:4px solid #e67e22;padding:8px 12px}";
 
 /// Per-model means used by figures: similarity metrics of round 0.
 pub fn model_metric_values(units: &[Unit], metric: &str) -> BTreeMap<String, Vec<f64>> {
@@ -645,5 +673,35 @@ pub struct FileRow {
 impl FileRow {
     pub fn new(path: &str, content: &str) -> Self {
         FileRow { path: path.into(), bytes: content.len() as u64, lines: content.lines().count() as u64 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mostly_degenerate_models_are_named_before_any_table() {
+        let services = BTreeMap::new();
+        let degenerate: BTreeMap<String, (usize, usize)> =
+            [("smollm2".to_string(), (14, 16)), ("gpt-4o".to_string(), (1, 16))].into();
+        let inp = Input {
+            title: "t",
+            models: &[],
+            units: &[],
+            stats: &[],
+            services: &services,
+            metrics: &[],
+            lints: &[],
+            degenerate: &degenerate,
+        };
+        let note = degenerate_note(&inp).unwrap();
+        assert!(note.contains("smollm2: 14 of 16 (88%)") && !note.contains("gpt-4o"), "{note}");
+        let files = build(&inp);
+        let html = &files.iter().find(|(p, _)| p == "index.html").unwrap().1;
+        let at = html.find("id=\"degenerate\"").expect("the note is in the page");
+        assert!(html.find("<table").is_none_or(|t| at < t), "the note comes before the tables");
+        let quiet = BTreeMap::from([("gpt-4o".to_string(), (1, 16))]);
+        assert!(degenerate_note(&Input { degenerate: &quiet, ..inp }).is_none());
     }
 }

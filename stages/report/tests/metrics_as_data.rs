@@ -72,6 +72,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
         services: &services,
         metrics,
         lints: &[],
+        degenerate: &BTreeMap::new(),
     });
     (stats, files)
 }
