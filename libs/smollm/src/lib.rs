@@ -1,8 +1,9 @@
-//! The embedded model: SmolLM2-135M-Instruct in-process with candle's quantized llama, so the default study needs
-//! no server. Two measured fixes over candle's stock path (SPEC §9): the tokenizer is rebuilt from the GGUF's tokens
-//! and merges like llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix space and the
-//! model then answers `<|im_end|>` at once), and the Q4_1 weights are converted to Q8_0 once, because candle's Q4_1
-//! CPU dot product has no SIMD kernel (≈2× fewer tokens/s).
+//! The embedded model: SmolLM2-135M-Instruct in-process on candle, so the default study needs no server. Measured
+//! fixes over candle's stock path (SPEC §9): the tokenizer is rebuilt from the GGUF's tokens and merges like
+//! llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix space and the model then
+//! answers `<|im_end|>` at once); decoding uses the Q4_1 weights converted to Q8_0 once, because candle's Q4_1 CPU
+//! dot product has no SIMD kernel (≈2× fewer tokens/s); and prefill runs on f32 copies of the file's weights, a
+//! real GEMM (`llama.rs`). Each generation takes as many threads as cores are free (`cores.rs`).
 //!
 //! Owns: running the weights it is given. Never fetches them (`doc2ci setup` does) or builds prompts.
 
@@ -16,21 +17,23 @@ use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
 pub mod cores;
+mod llama;
 
 pub struct Embedded {
-    model: Mutex<ModelWeights>,
+    model: Mutex<llama::Llama>,
     tokenizer: tokenizers::Tokenizer,
     template: ChatTemplate,
     /// `<|im_end|>`, EOS, `<|endoftext|>`.
     stop: Vec<u32>,
     name: String,
-    /// Where the Q8_0 weights came from (the cache file, or converted in memory).
+    /// Where the Q8_0 (decoding) weights came from (the cache file, or converted in memory).
     pub weights_source: String,
     device: Device,
+    /// Positions the model takes, prompt and answer together.
+    context: usize,
 }
 
 /// ChatML as the GGUF's `tokenizer.chat_template` spells it, including its default system prompt (inserted when the
@@ -217,9 +220,14 @@ impl Embedded {
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
         let device = Device::Cpu;
-        let model =
-            ModelWeights::from_gguf(ct, &mut r, &device).map_err(|e| anyhow!("loading {weights_source}: {e}"))?;
-        Ok(Embedded { model: Mutex::new(model), tokenizer, template, stop, name, weights_source, device })
+        // The prefill weights come from the original file, exactly as quantized there.
+        let mut orig = BufReader::new(File::open(gguf).with_context(|| format!("opening {}", gguf.display()))?);
+        let orig_ct =
+            gguf_file::Content::read(&mut orig).map_err(|e| anyhow!("{}: not a GGUF file: {e}", gguf.display()))?;
+        let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &device)
+            .with_context(|| format!("loading {}", gguf.display()))?;
+        let context = model.context;
+        Ok(Embedded { model: Mutex::new(model), tokenizer, template, stop, name, weights_source, device, context })
     }
 
     pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
@@ -270,11 +278,12 @@ impl Embedded {
         let started = Instant::now();
         let prompt = self.prompt(messages);
         let prompt_ids = self.tokenize(&prompt)?;
-        if prompt_ids.len() >= MAX_SEQ_LEN {
+        if prompt_ids.len() >= self.context {
             bail!(
-                "{}: prompt has {} tokens; the embedded model takes at most {MAX_SEQ_LEN}",
+                "{}: prompt has {} tokens; the embedded model takes at most {}",
                 self.name,
-                prompt_ids.len()
+                prompt_ids.len(),
+                self.context
             );
         }
         let sampling =
@@ -287,7 +296,7 @@ impl Embedded {
         let mut pos = 0usize;
         let mut input = prompt_ids.clone();
         while (out.len() as u32) < max_tokens {
-            if pos + input.len() > MAX_SEQ_LEN {
+            if pos + input.len() > self.context {
                 break;
             }
             let x = Tensor::new(input.as_slice(), &self.device)?.unsqueeze(0)?;
@@ -317,7 +326,7 @@ impl Embedded {
     }
 
     pub fn describe(&self) -> String {
-        format!("embedded {} (candle, Q8_0 weights from {})", self.name, self.weights_source)
+        format!("embedded {} (candle: f32 prefill, Q8_0 decoding from {})", self.name, self.weights_source)
     }
 }
 

@@ -70,10 +70,12 @@ fn greedy_tokens_follow_llama_cpp() {
         // The reference script's cap is 64 new tokens.
         let (got, reply) = m.generate_ids(&msgs, 64, 0.0, None).unwrap();
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
-        // Q8_0 weights (ours) vs Q4_1 (llama.cpp) differ in the last bits, so a near-tie may flip late: on the
-        // study prompt the first 28 of 64 tokens agree (then both loop on a comment line); 2+2 agrees fully.
+        eprintln!("{same} of {} greedy tokens agree with llama.cpp", want.len());
+        // Our prefill runs on the file's exact weights (f32) and decoding on Q8_0, llama.cpp on Q4_1 with quantized
+        // activations: the last bits differ, so a near-tie may flip late. On the study prompt the first 39 of 64
+        // tokens agree (then both loop on a comment line); 2+2 agrees fully.
         assert!(
-            same >= 24.min(want.len()),
+            same >= 32.min(want.len()),
             "only {same} greedy tokens agree:\n ours: {:?}\n peer: {:?}",
             reply.text,
             chat["greedy_text"]
