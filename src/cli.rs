@@ -152,6 +152,27 @@ pub fn main() -> i32 {
     }
 }
 
+/// What a person does after a run: where the report is, and the first queries to ask.
+fn next_steps(cfg: &Config, config: &std::path::Path) -> String {
+    let report = cfg.warehouse.join("report/index.html");
+    let mut s = String::new();
+    if report.exists() {
+        let shown = report.canonicalize().unwrap_or(report);
+        s.push_str(&format!("report: {}\n", shown.display()));
+    }
+    let c = if config == std::path::Path::new("pipeline.toml") {
+        String::new()
+    } else {
+        format!(" -c {}", config.display())
+    };
+    s.push_str(&format!(
+        "next:\n  doc2ci sql{c} \"SELECT * FROM model_summary\"   # per model: validity and similarity\n  \
+         doc2ci sql{c} \"SELECT * FROM pair_counts\"     # pairs per service, kept and dropped\n  \
+         doc2ci plan{c}                                 # what a new model or a changed parameter would re-run\n"
+    ));
+    s
+}
+
 fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
     match cmd {
         Cmd::Run { config, only, no_request_cache } => {
@@ -172,6 +193,9 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
                 println!("nothing to do: all {} partitions are up to date", info.reused);
             } else {
                 println!("ran {} partitions, reused {}", info.ran, info.reused);
+                if !ui.quiet() {
+                    print!("{}", next_steps(&cfg, &config));
+                }
             }
             Ok(())
         }

@@ -328,7 +328,7 @@ pub(super) fn run_items(
         // Enough in flight to keep every endpoint busy; the backend enforces the real limits.
         let slots = ask.batch_size.unwrap_or_else(|| 16.max(g.concurrency * g.base_urls.len().max(1) * 2));
         let (_local, handle) = runtime()?;
-        let bar = ui.bar(todo.len() as u64, "requests");
+        let bar = ui.bar(todo.len() as u64, &format!("requests of {service}/{model_name} round {round}"));
         let cache = ask.cache.as_ref().map(RequestCache::new);
         let asked;
         let budget = crate::backends::Budget::new(&m.name, g, ask.run_max_cost);
