@@ -44,8 +44,8 @@ pub fn degenerate_note(inp: &Input) -> Option<String> {
     (!bad.is_empty()).then(|| {
         format!(
             "Degenerate outputs (empty, prose without YAML, or a line repeated to the token cap): {}. \
-             These scores describe that, not a model's ability; the default SmolLM2-135M is a zero-setup \
-             baseline, not a result.",
+             Read these models' scores as what such outputs get, not as a result (the default study's \
+             SmolLM2-135M is a zero-setup baseline).",
             bad.join("; ")
         )
     })
@@ -114,9 +114,6 @@ impl Table {
                 .collect();
             s.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
-        if self.rows.is_empty() {
-            s.push_str("\n(no rows)\n");
-        }
         s.push('\n');
         s
     }
@@ -140,9 +137,6 @@ impl Table {
                 }
             }
             s.push_str("</tr>");
-        }
-        if self.rows.is_empty() {
-            let _ = write!(s, "<tr><td colspan=\"{}\">(no rows)</td></tr>", self.header.len());
         }
         s.push_str("</tbody></table>\n");
         s
@@ -610,7 +604,8 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     if let Some(n) = &note {
         md.push_str(&format!("> **{n}**\n\n"));
     }
-    for t in &tables {
+    // What did not run (an empty table) is left out of the page; its CSV stays, header only.
+    for t in tables.iter().filter(|t| !t.rows.is_empty()) {
         md.push_str(&t.markdown());
     }
     for (name, caption, _) in &figs {
@@ -627,7 +622,7 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     if let Some(n) = &note {
         let _ = write!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>\n", esc(n));
     }
-    for t in &tables {
+    for t in tables.iter().filter(|t| !t.rows.is_empty()) {
         html.push_str(&t.html());
     }
     for (name, caption, svg) in &figs {
@@ -701,6 +696,9 @@ mod tests {
         let html = &files.iter().find(|(p, _)| p == "index.html").unwrap().1;
         let at = html.find("id=\"degenerate\"").expect("the note is in the page");
         assert!(html.find("<table").is_none_or(|t| at < t), "the note comes before the tables");
+        // Nothing ran, so no table is shown, and no "(no rows)" placeholder either; the CSVs stay.
+        assert!(!html.contains("<table") && !html.contains("no rows"), "{html}");
+        assert!(files.iter().any(|(p, _)| p == "tables/stats.csv"));
         let quiet = BTreeMap::from([("gpt-4o".to_string(), (1, 16))]);
         assert!(degenerate_note(&Input { degenerate: &quiet, ..inp }).is_none());
     }
