@@ -51,6 +51,8 @@ print(f"{len(texts)} distinct cleaned texts", file=sys.stderr)
 PY
 
 cargo build --release -q -p doc2ci-embed --example bench_embed
+# EXTRA holds several flags: split on purpose.
+# shellcheck disable=SC2086
 OURS=$("$CARGO_TARGET_DIR/release/examples/bench_embed" "$OUT/texts.json" --repeat "$REPEAT" --threads "$THREADS" --out "$OUT/ours.f32" ${EXTRA:-})
 echo "doc2ci-embed: $OURS"
 

@@ -17,13 +17,13 @@ best() { python3 -c "import sys; print(min(float(x) for x in sys.argv[1:]))" "$@
 t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); python3 -c "print($e-$s)"; }
 
 full=(); noop=()
-for i in 1 2 3; do
+for _ in 1 2 3; do
   rm -rf "$work/wh"
   full+=("$(t "$bin" run --quiet --config "$work/study.toml")")
   noop+=("$(t "$bin" run --quiet --config "$work/study.toml")")
 done
 pandas=()
-for i in 1 2 3; do
+for _ in 1 2 3; do
   pandas+=("$(python3 bench/pandas_import.py ../shared/data/llm4ci)")
 done
 f=$(best "${full[@]}"); n=$(best "${noop[@]}"); p=$(best "${pandas[@]}")

