@@ -47,7 +47,7 @@ pub struct Llama {
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
-    eps: f64,
+    eps: f32,
     cos: Tensor,
     sin: Tensor,
     /// Positions the rotary tables cover.
@@ -86,7 +86,7 @@ impl Llama {
         if rope_dim != head_dim || heads % kv_heads != 0 {
             bail!("unsupported llama shape: rope over {rope_dim} of {head_dim} dimensions, {heads} heads / {kv_heads}");
         }
-        let eps = meta_f32(ct, "llama.attention.layer_norm_rms_epsilon").unwrap_or(1e-5) as f64;
+        let eps = meta_f32(ct, "llama.attention.layer_norm_rms_epsilon").unwrap_or(1e-5);
         let base = meta_f32(ct, "llama.rope.freq_base").unwrap_or(10_000.0);
         let context = meta_u32(ct, "llama.context_length").unwrap_or(4096).min(8192);
 
@@ -160,7 +160,7 @@ impl Llama {
         let sin = self.sin.narrow(0, start, s)?;
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
         for layer in &mut self.layers {
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps as f32)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps)?;
             let q = layer.wq.forward(&h)?.reshape((b, s, heads, hd))?.transpose(1, 2)?.contiguous()?;
             let k = layer.wk.forward(&h)?.reshape((b, s, kv_heads, hd))?.transpose(1, 2)?.contiguous()?;
             let v = layer.wv.forward(&h)?.reshape((b, s, kv_heads, hd))?.transpose(1, 2)?.contiguous()?;
@@ -180,12 +180,12 @@ impl Llama {
             let att = candle_nn::ops::softmax_last_dim(&att)?;
             let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, s, heads * hd))?;
             x = (x + layer.wo.forward(&y)?)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps as f32)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
             let act = (layer.gate.forward(&h)?.silu()? * layer.up.forward(&h)?)?;
             x = (x + layer.down.forward(&act)?)?;
         }
         let last = x.narrow(1, s - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps as f32)?;
+        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps)?;
         Ok(self.output.forward(&last)?.squeeze(1)?)
     }
 }
