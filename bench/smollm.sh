@@ -3,6 +3,7 @@
 # through the xllamacpp peer; the GGUF's own Q4_1 weights), greedy on the study prompt, 128 new tokens; prefill and generation tokens/s.
 # Needs: `doc2ci setup` (the GGUF), scripts/deps.sh (xllamacpp). Env: MAX_TOKENS (default 128),
 # THREADS (llama.cpp threads, default 2 = this machine's cores; candle uses all cores),
+# BATCHES (batch sizes for the aggregate figure, default "4 8"),
 # PROFILE (release = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or dev).
 set -euo pipefail
 # Every request is asked: the request cache shared across studies would answer a second run.
@@ -53,3 +54,10 @@ o, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(f"generation: ours {o['gen_tokens_per_s']} tok/s, llama.cpp {p['gen_tokens_per_s']} tok/s, ratio {o['gen_tokens_per_s'] / p['gen_tokens_per_s']:.2f}x")
 print(f"prefill: ours {o['prompt_tokens_per_s']} tok/s, llama.cpp {p['prompt_tokens_per_s']} tok/s, ratio {o['prompt_tokens_per_s'] / p['prompt_tokens_per_s']:.2f}x")
 PY
+# A partition's pairs decoded together (continuous batching in the backend; here the same batch API):
+# aggregate tokens/s of BATCH answers one after another against the same answers decoded in one batch.
+for b in ${BATCHES:-4 8}; do
+  AGG=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K" --batch "$b")
+  echo "batched: $AGG"
+  python3 -c 'import json,sys; a=json.loads(sys.argv[1]); print(f"aggregate, {a[\"batch\"]} sequences: one at a time {a[\"one_at_a_time_tokens_per_s\"]} tok/s, batched {a[\"batched_tokens_per_s\"]} tok/s, ratio {a[\"ratio\"]}x (same tokens: {a[\"same_tokens\"]})")' "$AGG"
+done

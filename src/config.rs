@@ -1301,7 +1301,14 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
             );
         }
     }
+    // A backend that runs a file (`embedded`): `model` names any GGUF, resolved against this file's
+    // folder; as written it is the model id, and the file's content hash stands in the cache key.
+    let model_file = match (&m.model, kind.model_file) {
+        (Some(s), true) => Some(cx.path(s.span(), "models.model", s.get_ref())?),
+        _ => None,
+    };
     let model_id = match (kind.default_model, &m.model) {
+        (Some(_), Some(s)) if model_file.is_some() => s.get_ref().clone(),
         (Some(fixed), Some(s)) => {
             return cx.err(
                 s.span(),
@@ -1335,7 +1342,7 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         }
     }
     // One in-process model has nothing to gain from parallel requests; a server does.
-    let concurrency = m.concurrency.as_ref().map_or(if kind.needs_url { 4 } else { 1 }, |c| *c.get_ref());
+    let concurrency = m.concurrency.as_ref().map_or(kind.concurrency, |c| *c.get_ref());
     if let Some(c) = &m.concurrency {
         if concurrency == 0 {
             return cx.err(c.span(), "models.concurrency", format!("model `{name}`: at least 1"));
@@ -1422,6 +1429,7 @@ fn gen_settings(cx: &Ctx, span: std::ops::Range<usize>, m: &RawModel, services: 
         price_per_1k_output: m.price_per_1k_output,
         max_cost,
         services: svcs,
+        model_file,
     })
 }
 
@@ -1513,7 +1521,7 @@ mod tests {
         ))
         .unwrap();
         let e = c.models[0].gen().unwrap();
-        assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 1));
+        assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 8));
         assert_eq!(e.services, ["github-actions"]);
         let f = c.models[1].gen().unwrap();
         assert_eq!(f.base_urls.len(), 2);
@@ -1539,6 +1547,7 @@ mod tests {
             ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = \"sk-123 secret\"\n", ":10:", "environment variable"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nsamples = 3\n", ":9:", "temperature"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmax_tokns = 3\n", "line 9", "max_tokns"),
+            ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmodel = \"none.gguf\"\n", ":9:", "`none.gguf` does not exist"),
             ("[[models]]\nname = \"x\"\nbackend = \"vllm\"\n", ":8:", "unknown backend"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\ntemperature = 5.0\n", ":9:", "between 0 and 2"),
             ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),

@@ -1,9 +1,12 @@
-//! `backend = "embedded"`: SmolLM2-135M-Instruct run in-process (`libs/smollm`), no server. Its
-//! weights are an asset that `doc2ci setup` fetches; their pinned hash stands in the cache key.
+//! `backend = "embedded"`: a llama-architecture GGUF run in-process (`libs/smollm`), no server. By
+//! default SmolLM2-135M-Instruct, an asset `doc2ci setup` fetches, whose pinned hash stands in the
+//! cache key; `model = "path/to/any.gguf"` runs that file instead, keyed by its content hash.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
@@ -12,25 +15,58 @@ use crate::assets;
 /// The embedded model's weights, as `doc2ci setup` fetches them.
 pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-pub const KIND: Kind = Kind { name: "embedded", keys: &[], default_model: Some(SMOLLM2_GGUF), needs_url: false, build, pins, batch: None };
+pub const KIND: Kind = Kind {
+    name: "embedded",
+    keys: &[],
+    default_model: Some(SMOLLM2_GGUF),
+    needs_url: false,
+    // As many requests in flight as the model decodes together.
+    concurrency: doc2ci_smollm::MAX_BATCH,
+    model_file: true,
+    build,
+    pins,
+    batch: None,
+};
 
-fn build(_: &GenSettings) -> Result<Arc<dyn Backend>> {
-    Ok(doc2ci_smollm::backend(load()?))
+/// One loaded model and one decoding loop per weights file, however many model entries use it:
+/// their requests share its batches.
+fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
+    static LOADED: OnceLock<Mutex<HashMap<PathBuf, Arc<dyn Backend>>>> = OnceLock::new();
+    let path = match &g.model_file {
+        Some(p) => p.clone(),
+        None => assets::require(SMOLLM2_GGUF)?,
+    };
+    let mut loaded = LOADED.get_or_init(Default::default).lock().map_err(|_| anyhow!("embedded models poisoned"))?;
+    if let Some(b) = loaded.get(&path) {
+        return Ok(b.clone());
+    }
+    let model = doc2ci_smollm::Embedded::load(&path)
+        .with_context(|| format!("loading the embedded model {}", path.display()))?;
+    let b = doc2ci_smollm::backend(Arc::new(model));
+    loaded.insert(path, b.clone());
+    Ok(b)
 }
 
-fn pins(_: &GenSettings) -> Vec<(String, String)> {
-    assets::pinned_sha256(SMOLLM2_GGUF).map(|h| vec![(SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default()
+fn pins(g: &GenSettings) -> Vec<(String, String)> {
+    match &g.model_file {
+        Some(p) => content_hash(p).map(|h| vec![(g.key.model_id.clone(), h)]).unwrap_or_default(),
+        None => assets::pinned_sha256(SMOLLM2_GGUF).map(|h| vec![(SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default(),
+    }
 }
 
-/// The weights, loaded once however many model entries use them.
-fn load() -> Result<Arc<doc2ci_smollm::Embedded>> {
-    static E: OnceLock<std::result::Result<Arc<doc2ci_smollm::Embedded>, String>> = OnceLock::new();
-    E.get_or_init(|| {
-        let path = assets::require(SMOLLM2_GGUF).map_err(|e| format!("{e:#}"))?;
-        doc2ci_smollm::Embedded::load(&path)
-            .map(Arc::new)
-            .map_err(|e| format!("loading the embedded model {}: {e:#}", path.display()))
-    })
-    .clone()
-    .map_err(|e| anyhow!("{e}"))
+/// blake3 of a weights file, computed once per (path, size, mtime) in a process.
+fn content_hash(p: &Path) -> Option<String> {
+    type Seen = HashMap<(PathBuf, u64, Option<std::time::SystemTime>), String>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
+    let meta = std::fs::metadata(p).ok()?;
+    let k = (p.to_path_buf(), meta.len(), meta.modified().ok());
+    let mut seen = SEEN.get_or_init(Default::default).lock().ok()?;
+    if let Some(h) = seen.get(&k) {
+        return Some(h.clone());
+    }
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(std::fs::File::open(p).ok()?).ok()?;
+    let h = hasher.finalize().to_hex().to_string();
+    seen.insert(k, h.clone());
+    Some(h)
 }

@@ -36,6 +36,9 @@ pub struct GenSettings {
     pub max_cost: Option<f64>,
     /// Services this model answers (default: every declared service).
     pub services: Vec<String>,
+    /// The weights file `model` names, resolved (backends that run a file: `embedded`).
+    #[serde(skip)]
+    pub model_file: Option<std::path::PathBuf>,
 }
 
 /// The parameters that decide what a model outputs.
@@ -72,6 +75,10 @@ pub struct Kind {
     pub default_model: Option<&'static str>,
     /// Whether `base_url`/`base_urls` are required.
     pub needs_url: bool,
+    /// Requests in flight per model when `concurrency` is not given.
+    pub concurrency: usize,
+    /// `model` may name a weights file instead of the default (`embedded`: any llama GGUF).
+    pub model_file: bool,
     pub build: fn(&GenSettings) -> Result<Arc<dyn Backend>>,
     /// Assets that stand in the cache key by their pinned hash (the embedded weights).
     pub pins: fn(&GenSettings) -> Vec<(String, String)>,

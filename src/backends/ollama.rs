@@ -8,7 +8,7 @@ use doc2ci_llm::Backend;
 use super::{GenSettings, Kind};
 
 pub const KIND: Kind =
-    Kind { name: "ollama", keys: &["num_ctx"], default_model: None, needs_url: true, build, pins: |_| vec![], batch: None };
+    Kind { name: "ollama", keys: &["num_ctx"], default_model: None, needs_url: true, concurrency: 4, model_file: false, build, pins: |_| vec![], batch: None };
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_llm::ollama(doc2ci_llm::OllamaConfig {

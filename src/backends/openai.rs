@@ -9,7 +9,7 @@ use doc2ci_llm::Backend;
 use super::{GenSettings, Kind};
 
 pub const KIND: Kind =
-    Kind { name: "openai", keys: &["api_key_env"], default_model: None, needs_url: true, build, pins: |_| vec![], batch: None };
+    Kind { name: "openai", keys: &["api_key_env"], default_model: None, needs_url: true, concurrency: 4, model_file: false, build, pins: |_| vec![], batch: None };
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_llm::openai(doc2ci_llm::OpenAiConfig {

@@ -20,6 +20,8 @@ pub const KIND: Kind = Kind {
     keys: &["api_key_env"],
     default_model: None,
     needs_url: true,
+    concurrency: 4,
+    model_file: false,
     build,
     pins: |_| vec![],
     batch: Some(client),

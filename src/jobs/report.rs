@@ -1,15 +1,17 @@
 //! report: the study's tables and figures (HTML, Markdown, CSV, SVG) in `report/`, from the
-//! same inputs as stats plus the stats rows. Layout and figures are `stages/report`'s.
+//! same inputs as stats plus the stats rows, and the sample browser from the pairs and every
+//! generation. Layout, figures and the browser page are `stages/report`'s.
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
+use doc2ci_rows::{Generation, Pair};
 use doc2ci_stats::study::StatRow;
 use serde_json::json;
 
 use crate::config::{Config, ReportParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, GENERATIONS, REPORT, STATS};
+use crate::warehouse::{Partition, GENERATIONS, PAIRS, REPORT, STATS};
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let (Some(mut deps), Some(stats)) = (super::stats::study_inputs(g), g.find(STATS.name, &[])) else {
@@ -20,14 +22,18 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     }
     let services: Vec<(String, String)> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
     let inputs: Vec<Partition> = deps.iter().map(|&d| g.part(d).clone()).collect();
-    // Round-0 answers, for the share of degenerate outputs the report states per model.
-    let gens: Vec<usize> = g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).file.is_none()).collect();
+    // Every answer (the sample browser shows them, repair rounds included) and every pair.
+    let gens: Vec<usize> = g.all(GENERATIONS.name);
+    let pairs: Vec<usize> = g.all(PAIRS.name);
     let generations: Vec<Partition> = gens.iter().map(|&i| g.part(i).clone()).collect();
+    let pair_parts: Vec<Partition> = pairs.iter().map(|&i| g.part(i).clone()).collect();
     deps.push(stats);
     deps.extend(gens);
+    deps.extend(pairs);
     let job = Report {
         inputs,
         generations,
+        pairs: pair_parts,
         stats: g.part(stats).clone(),
         params: cfg.stages.report.clone(),
         services: services.iter().cloned().collect(),
@@ -43,6 +49,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
 struct Report {
     inputs: Vec<Partition>,
     generations: Vec<Partition>,
+    pairs: Vec<Partition>,
     stats: Partition,
     params: ReportParams,
     services: BTreeMap<String, String>,
@@ -50,25 +57,41 @@ struct Report {
 
 impl Job for Report {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (units, models, lints) = super::stats::study_rows(cx, &self.inputs)?;
+        let study = super::stats::StudyRows::read(cx, &self.inputs)?;
+        let units = study.units();
         let stats: Vec<StatRow> = cx.read(&self.stats)?;
-        let mut degenerate: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        let mut generations: Vec<Generation> = Vec::new();
         for p in &self.generations {
-            for r in cx.read::<doc2ci_rows::Generation>(p)?.iter().filter(|r| r.round == 0 && r.error.is_none()) {
-                let e = degenerate.entry(r.model.clone()).or_default();
-                e.0 += r.degenerate as usize;
-                e.1 += 1;
-            }
+            generations.extend(cx.read::<Generation>(p)?);
         }
+        let mut pairs: Vec<Pair> = Vec::new();
+        for p in &self.pairs {
+            pairs.extend(cx.read::<Pair>(p)?);
+        }
+        // The share of degenerate answers the report states per model, at round 0.
+        let mut degenerate: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for r in generations.iter().filter(|r| r.round == 0 && r.error.is_none()) {
+            let e = degenerate.entry(r.model.clone()).or_default();
+            e.0 += r.degenerate as usize;
+            e.1 += 1;
+        }
+        let samples = doc2ci_report::Samples {
+            pairs: &pairs,
+            generations: &generations,
+            validations: &study.validations,
+            scores: &study.scores,
+            lints: &study.lints,
+        };
         let input = doc2ci_report::Input {
             title: &self.params.title,
-            models: &models,
+            models: &study.models,
             units: &units,
             stats: &stats,
             services: &self.services,
             metrics: doc2ci_score::metric_infos(),
-            lints: &lints,
+            lints: &study.lints,
             degenerate: &degenerate,
+            samples: &samples,
         };
         let files = doc2ci_report::build(&input);
         let rows: Vec<doc2ci_report::FileRow> = files.iter().map(|(p, c)| doc2ci_report::FileRow::new(p, c)).collect();

@@ -37,22 +37,34 @@ pub fn study_inputs(g: &Graph) -> Option<Vec<usize>> {
     Some(deps)
 }
 
-/// The rows of [`study_inputs`], as the statistics' units, with the models and the lint rows.
-pub fn study_rows(cx: &Ctx, inputs: &[Partition]) -> Result<(Vec<Unit>, Vec<ModelRow>, Vec<Lint>)> {
-    let (mut scores, mut vals, mut lints, mut models) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for p in inputs {
-        if p.table == SCORES.name {
-            scores.extend(cx.read::<Score>(p)?);
-        } else if p.table == VALIDATIONS.name {
-            vals.extend(cx.read::<Validation>(p)?);
-        } else if p.table == LINTS.name {
-            lints.extend(cx.read::<Lint>(p)?);
-        } else if p.table == MODELS.name {
-            models.extend(cx.read::<ModelRow>(p)?);
+/// The rows of [`study_inputs`]: what the statistics' units are joined from.
+pub struct StudyRows {
+    pub scores: Vec<Score>,
+    pub validations: Vec<Validation>,
+    pub lints: Vec<Lint>,
+    pub models: Vec<ModelRow>,
+}
+
+impl StudyRows {
+    pub fn read(cx: &Ctx, inputs: &[Partition]) -> Result<StudyRows> {
+        let mut r = StudyRows { scores: vec![], validations: vec![], lints: vec![], models: vec![] };
+        for p in inputs {
+            if p.table == SCORES.name {
+                r.scores.extend(cx.read::<Score>(p)?);
+            } else if p.table == VALIDATIONS.name {
+                r.validations.extend(cx.read::<Validation>(p)?);
+            } else if p.table == LINTS.name {
+                r.lints.extend(cx.read::<Lint>(p)?);
+            } else if p.table == MODELS.name {
+                r.models.extend(cx.read::<ModelRow>(p)?);
+            }
         }
+        Ok(r)
     }
-    let units = doc2ci_stats::study::units(&scores, &vals, &lints, doc2ci_score::metric_infos());
-    Ok((units, models, lints))
+
+    pub fn units(&self) -> Vec<Unit> {
+        doc2ci_stats::study::units(&self.scores, &self.validations, &self.lints, doc2ci_score::metric_infos())
+    }
 }
 
 struct Stats {
@@ -62,7 +74,8 @@ struct Stats {
 
 impl Job for Stats {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (units, models, _) = study_rows(cx, &self.inputs)?;
+        let study = StudyRows::read(cx, &self.inputs)?;
+        let (units, models) = (study.units(), &study.models);
         let s = &self.params;
         let params = doc2ci_stats::study::Params {
             seed: s.bootstrap_seed,
@@ -70,7 +83,7 @@ impl Job for Stats {
             ci_metrics: s.ci_metrics.clone(),
             metrics: doc2ci_score::metric_infos().to_vec(),
         };
-        let rows: Vec<StatRow> = doc2ci_stats::study::run(&units, &models, &params);
+        let rows: Vec<StatRow> = doc2ci_stats::study::run(&units, models, &params);
         let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
         let note = format!(
             "{} rows over {} outputs ({})",

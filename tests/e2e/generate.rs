@@ -53,13 +53,24 @@ fn embedded_model_generates_real_text_and_stores_it() {
     let cfg = study(
         dir.path(),
         &docs,
-        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 48\nsize_b = 0.135\n",
+        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 48\nsize_b = 0.135\n\
+         [[models]]\nname = \"own-file\"\nbackend = \"embedded\"\nmodel = \"weights/mine.gguf\"\nmax_tokens = 48\n",
         "[stages.score]\nenabled = false\n",
     );
+    // Any GGUF a user points at: here the same weights under another name, so the answers must agree.
+    let asset = std::env::var_os("DOC2CI_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"))
+        .join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    std::fs::create_dir_all(dir.path().join("weights")).unwrap();
+    std::os::unix::fs::symlink(&asset, dir.path().join("weights/mine.gguf")).unwrap();
     let out = run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     assert!(out.contains("generate generations/service=github-actions/model=smollm2"), "{out}");
     let wh = dir.path().join("wh");
-    let rows = duck(&wh, &format!("SELECT pair_id, output, raw_output, completion_tokens, error, finish_reason, latency_ms, round, sample FROM {GENS} ORDER BY pair_id"));
+    let mine = duck(&wh, &format!("SELECT pair_id, raw_output FROM {GENS} WHERE model = 'own-file' ORDER BY pair_id"));
+    let ours = duck(&wh, &format!("SELECT pair_id, raw_output FROM {GENS} WHERE model = 'smollm2' ORDER BY pair_id"));
+    assert_eq!((mine.len(), &mine), (4, &ours), "the user's GGUF answers as the bundled one does");
+    let rows = duck(&wh, &format!("SELECT pair_id, output, raw_output, completion_tokens, error, finish_reason, latency_ms, round, sample FROM {GENS} WHERE model = 'smollm2' ORDER BY pair_id"));
     assert_eq!(rows.len(), 4);
     for r in &rows {
         assert!(r[4].is_null(), "error: {r:?}");

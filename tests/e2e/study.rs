@@ -65,6 +65,75 @@ fn python(script: &str, args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{script}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// `page` (with its URL fragment) as headless Chromium renders it, after its scripts ran; fails on
+/// any console error.
+fn render(page: &Path, fragment: &str) -> String {
+    let chrome = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("file://{}#{fragment}", page.display()))
+        .output()
+        .expect("chromium is installed (scripts/deps.sh)");
+    let log = String::from_utf8_lossy(&chrome.stderr);
+    assert!(chrome.status.success(), "chromium failed: {log}");
+    assert!(!log.contains("CONSOLE") && !log.contains("Uncaught"), "console errors in {fragment}: {log}");
+    String::from_utf8_lossy(&chrome.stdout).into_owned()
+}
+
+/// Text as it appears in a dumped DOM.
+fn html_text(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\u{a0}', "&nbsp;")
+}
+
+fn matches_shown(dom: &str) -> u64 {
+    let n = dom.split("id=\"count\" data-n=\"").nth(1).expect("the match count").split('"').next().unwrap();
+    n.parse().unwrap()
+}
+
+/// The sample browser, in headless Chromium, against the warehouse as DuckDB reads it: the
+/// filters count what SQL counts, and one pair shows its texts, every model and its schema errors.
+fn sample_browser(wh: &Path) {
+    let page = wh.join("report/samples.html");
+    let t = |table: &str| format!("read_parquet('{{wh}}/{table}/*/*/*.parquet', hive_partitioning = true)");
+    let (gens, vals, scores) = (t("generations"), t("validations"), t("scores"));
+    let valid = duck(
+        wh,
+        &format!("SELECT count(*) FROM {vals} v JOIN {gens} g USING (service, model, pair_id, sample, round) WHERE v.model = 'gpt-4o' AND v.round = 0 AND g.error IS NULL AND v.schema_ok"),
+    )[0][0]
+        .as_u64()
+        .unwrap();
+    let dom = render(&page, "model=gpt-4o&valid=valid");
+    assert_eq!(matches_shown(&dom), valid, "schema-valid gpt-4o outputs");
+    assert_eq!(count(&dom, "data-pair=\""), valid.min(100) as usize, "listed rows");
+    let ranged = duck(
+        wh,
+        &format!("SELECT count(*) FROM {scores} WHERE model = 'llama3.1-8b' AND round = 0 AND round(cosine, 4) BETWEEN 0.5 AND 0.9"),
+    )[0][0]
+        .as_u64()
+        .unwrap();
+    let dom = render(&page, "model=llama3.1-8b&metric=cosine&min=0.5&max=0.9");
+    assert!(ranged > 0, "a metric range with outputs in it");
+    assert_eq!(matches_shown(&dom), ranged, "cosine in [0.5, 0.9]");
+
+    // One pair whose gpt-4o output breaks the schema: its texts, every model, the error with its path.
+    let row = &duck(
+        wh,
+        &format!("SELECT v.pair_id, v.errors[1], p.description, p.reference FROM {vals} v JOIN read_parquet('{{wh}}/pairs/*/*.parquet', hive_partitioning = true) p USING (service, pair_id) WHERE v.model = 'gpt-4o' AND v.parse_ok AND NOT v.schema_ok ORDER BY v.pair_id LIMIT 1"),
+    )[0];
+    let (id, error) = (row[0].as_str().unwrap(), row[1].as_str().unwrap());
+    let dom = render(&page, &format!("pair=github-actions/{id}"));
+    assert!(dom.contains("id=\"pair-title\""), "the pair opens: {dom}");
+    for (m, ..) in STUDY_MODELS {
+        assert!(dom.contains(&format!("data-model=\"{m}\"")), "{m}'s output is shown");
+    }
+    assert!(dom.contains(&html_text(error)), "gpt-4o's schema error `{error}` is shown");
+    let first = |s: &str| s.lines().find(|l| !l.trim().is_empty()).unwrap().trim().to_string();
+    assert!(dom.contains(&html_text(&first(row[2].as_str().unwrap()))), "the description");
+    assert!(dom.contains(&html_text(&first(row[3].as_str().unwrap()))), "the reference");
+    assert!(dom.contains("class=\"del\"") || dom.contains("class=\"add\""), "a diff against the reference");
+    assert!(render(&page, "pair=github-actions/no-such-pair").contains("id=\"missing\""));
+}
+
 fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
@@ -158,6 +227,9 @@ fn stats_report_and_coding_on_a_real_slice() {
     assert!(count(&dom, "<svg") >= 4, "figures in the rendered DOM");
     assert_eq!(count(&dom, "<table"), count(&std::fs::read_to_string(&html).unwrap(), "<table"));
     assert!(dom.contains("Table I.") && dom.contains("Tests run"));
+
+    assert!(dom.contains("id=\"headline\"") && dom.contains("href=\"samples.html\""), "headline and browser link");
+    sample_browser(&wh);
 
     // Nothing changed: nothing re-runs, including stats and report.
     let again = run_ok(&["run", "--config", c]);

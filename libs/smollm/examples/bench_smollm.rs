@@ -1,6 +1,8 @@
 //! Embedded-model throughput on the study prompt: prompt (prefill) and generated tokens per second.
 //!
-//! Usage: bench_smollm [GGUF] [--max-tokens N] [--repeat R]; prints one JSON line. The GGUF defaults to
+//! Usage: bench_smollm [GGUF] [--max-tokens N] [--repeat R] [--batch B]; prints one JSON line. With
+//! `--batch B`: B study prompts (B different pairs' descriptions) answered one after another and then
+//! decoded together (`Embedded::generate_batch`), aggregate generated tokens per second of each. The GGUF defaults to
 //! `$DOC2CI_ASSETS` (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
 use std::path::PathBuf;
 use std::time::Instant;
@@ -10,12 +12,13 @@ use doc2ci_smollm::Embedded;
 
 fn main() -> anyhow::Result<()> {
     let mut gguf = None;
-    let (mut max_tokens, mut repeat) = (128u32, 3usize);
+    let (mut max_tokens, mut repeat, mut batch) = (128u32, 3usize, 0usize);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--max-tokens" => max_tokens = args.next().unwrap().parse()?,
             "--repeat" => repeat = args.next().unwrap().parse()?,
+            "--batch" => batch = args.next().unwrap().parse()?,
             p => gguf = Some(PathBuf::from(p)),
         }
     }
@@ -28,6 +31,9 @@ fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     let m = Embedded::load(&gguf)?;
     let load_s = t.elapsed().as_secs_f64();
+    if batch > 0 {
+        return aggregate(&m, batch, max_tokens);
+    }
     let msgs = study_prompt();
     // Prefill alone: one token of output.
     let mut prefill = f64::INFINITY;
@@ -58,4 +64,35 @@ fn study_prompt() -> Vec<Message> {
         Message::new("system", "You are a highly skilled software developer and DevOps engineer."),
         Message::new("user", format!("{task}\n\n{pair}")),
     ]
+}
+
+/// Aggregate tokens/s of `b` answers one after another against the same `b` decoded together.
+fn aggregate(m: &Embedded, b: usize, max_tokens: u32) -> anyhow::Result<()> {
+    let asks: Vec<doc2ci_smollm::Ask> = (0..b)
+        .map(|i| {
+            let mut msgs = study_prompt();
+            msgs[1].content.push_str(&format!(" The workflow is number {i} of the repository."));
+            doc2ci_smollm::Ask { messages: msgs, max_tokens, temperature: 0.0, seed: None }
+        })
+        .collect();
+    let t = Instant::now();
+    let mut seq_tokens = 0u32;
+    for a in &asks {
+        seq_tokens += m.generate(&a.messages, a.max_tokens, 0.0, None)?.completion_tokens.unwrap_or(0);
+    }
+    let seq_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut batch_tokens = 0u32;
+    for r in m.generate_batch(&asks) {
+        batch_tokens += r?.1.completion_tokens.unwrap_or(0);
+    }
+    let batch_s = t.elapsed().as_secs_f64();
+    println!(
+        "{{\"batch\": {b}, \"completion_tokens\": {seq_tokens}, \"one_at_a_time_s\": {seq_s:.3}, \"batched_s\": {batch_s:.3}, \"one_at_a_time_tokens_per_s\": {:.1}, \"batched_tokens_per_s\": {:.1}, \"ratio\": {:.2}, \"same_tokens\": {}}}",
+        seq_tokens as f64 / seq_s,
+        batch_tokens as f64 / batch_s,
+        seq_s / batch_s,
+        seq_tokens == batch_tokens
+    );
+    Ok(())
 }

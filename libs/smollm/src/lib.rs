@@ -23,7 +23,7 @@ pub mod cores;
 mod llama;
 
 pub struct Embedded {
-    model: Mutex<llama::Llama>,
+    model: llama::Llama,
     tokenizer: tokenizers::Tokenizer,
     template: ChatTemplate,
     /// `<|im_end|>`, EOS, `<|endoftext|>`.
@@ -31,7 +31,6 @@ pub struct Embedded {
     name: String,
     /// Where the Q8_0 (decoding) weights came from (the cache file, or converted in memory).
     pub weights_source: String,
-    device: Device,
     /// Positions the model takes, prompt and answer together.
     context: usize,
 }
@@ -197,6 +196,28 @@ fn q8_weights(gguf: &Path) -> Result<(Vec<u8>, String)> {
     Ok((bytes, source))
 }
 
+/// One generation request of a batch.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub messages: Vec<Message>,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+}
+
+/// A sequence being generated: its cache, sampler and tokens so far.
+struct Seq {
+    sampler: LogitsProcessor,
+    cache: llama::Cache,
+    prompt_tokens: usize,
+    max_tokens: usize,
+    out: Vec<u32>,
+    /// The last token drawn: the next step's input.
+    next: u32,
+    finish: Option<&'static str>,
+    started: Instant,
+}
+
 impl Embedded {
     pub fn load(gguf: &Path) -> Result<Embedded> {
         let (bytes, weights_source) = q8_weights(gguf)?;
@@ -219,15 +240,14 @@ impl Embedded {
             .and_then(|v| v.to_string().ok())
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
-        let device = Device::Cpu;
         // The prefill weights come from the original file, exactly as quantized there.
         let mut orig = BufReader::new(File::open(gguf).with_context(|| format!("opening {}", gguf.display()))?);
         let orig_ct =
             gguf_file::Content::read(&mut orig).map_err(|e| anyhow!("{}: not a GGUF file: {e}", gguf.display()))?;
-        let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &device)
+        let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &Device::Cpu)
             .with_context(|| format!("loading {}", gguf.display()))?;
         let context = model.context;
-        Ok(Embedded { model: Mutex::new(model), tokenizer, template, stop, name, weights_source, device, context })
+        Ok(Embedded { model, tokenizer, template, stop, name, weights_source, context })
     }
 
     pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
@@ -275,6 +295,16 @@ impl Embedded {
         temperature: f32,
         seed: Option<u64>,
     ) -> Result<(Vec<u32>, Reply)> {
+        let mut seq = self.start(messages, max_tokens, temperature, seed)?;
+        while seq.finish.is_none() {
+            let logits = self.model.forward(&[seq.next], &mut seq.cache)?;
+            self.take(&mut seq, &logits)?;
+        }
+        self.finish(seq)
+    }
+
+    /// A sequence with its prompt prefilled and its first token drawn (or finished already).
+    fn start(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<Seq> {
         let started = Instant::now();
         let prompt = self.prompt(messages);
         let prompt_ids = self.tokenize(&prompt)?;
@@ -288,45 +318,101 @@ impl Embedded {
         }
         let sampling =
             if temperature <= 0.0 { Sampling::ArgMax } else { Sampling::All { temperature: temperature as f64 } };
-        let mut sampler = LogitsProcessor::from_sampling(seed.unwrap_or_else(rand_seed), sampling);
-        let mut model = self.model.lock().map_err(|_| anyhow!("{}: model poisoned by an earlier panic", self.name))?;
-        model.clear_kv_cache();
-        let mut out: Vec<u32> = Vec::new();
-        let mut finish = "length";
-        let mut pos = 0usize;
-        let mut input = prompt_ids.clone();
-        while (out.len() as u32) < max_tokens {
-            if pos + input.len() > self.context {
-                break;
-            }
-            let x = Tensor::new(input.as_slice(), &self.device)?.unsqueeze(0)?;
-            let logits = model.forward(&x, pos)?.squeeze(0)?;
-            pos += input.len();
-            let next = sampler.sample(&logits)?;
-            if self.stop.contains(&next) {
-                finish = "stop";
-                break;
-            }
-            out.push(next);
-            input = vec![next];
+        let mut seq = Seq {
+            sampler: LogitsProcessor::from_sampling(seed.unwrap_or_else(rand_seed), sampling),
+            cache: llama::Cache::default(),
+            prompt_tokens: prompt_ids.len(),
+            max_tokens: max_tokens as usize,
+            out: Vec::new(),
+            next: 0,
+            finish: None,
+            started,
+        };
+        if max_tokens == 0 {
+            seq.finish = Some("length");
+            return Ok(seq);
         }
-        model.clear_kv_cache();
-        drop(model);
-        let text = self.tokenizer.decode(&out, true).map_err(|e| anyhow!("decoding: {e}"))?;
+        let logits = self.model.forward(&prompt_ids, &mut seq.cache)?;
+        self.take(&mut seq, &logits)?;
+        Ok(seq)
+    }
+
+    /// Draws the sequence's next token from its logits; finishes it at a stop token, at
+    /// `max_tokens`, or where the context ends.
+    fn take(&self, seq: &mut Seq, logits: &Tensor) -> Result<()> {
+        let next = seq.sampler.sample(logits)?;
+        if self.stop.contains(&next) {
+            seq.finish = Some("stop");
+            return Ok(());
+        }
+        seq.out.push(next);
+        seq.next = next;
+        if seq.out.len() >= seq.max_tokens || seq.cache.pos + 1 > self.context {
+            seq.finish = Some("length");
+        }
+        Ok(())
+    }
+
+    fn finish(&self, seq: Seq) -> Result<(Vec<u32>, Reply)> {
+        let text = self.tokenizer.decode(&seq.out, true).map_err(|e| anyhow!("decoding: {e}"))?;
         let reply = Reply {
             text,
-            prompt_tokens: Some(prompt_ids.len() as u32),
-            completion_tokens: Some(out.len() as u32),
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            finish_reason: Some(finish.to_string()),
+            prompt_tokens: Some(seq.prompt_tokens as u32),
+            completion_tokens: Some(seq.out.len() as u32),
+            latency_ms: seq.started.elapsed().as_secs_f64() * 1e3,
+            finish_reason: seq.finish.map(String::from),
             endpoint: format!("embedded:{}", self.name),
             attempts: 1,
         };
-        Ok((out, reply))
+        Ok((seq.out, reply))
+    }
+
+    /// Generates every request together: each sequence is prefilled alone, then all that are still
+    /// running decode one token per step in one batch ([`llama::Llama::forward_batch`]). Each answer
+    /// is the one [`Self::generate_ids`] gives for it alone. Runs on the cores free when it starts.
+    pub fn generate_batch(&self, asks: &[Ask]) -> Vec<Result<(Vec<u32>, Reply)>> {
+        cores::pool(cores::free()).install(|| {
+            let mut seqs: Vec<Option<Result<Seq>>> =
+                asks.iter().map(|a| Some(self.start(&a.messages, a.max_tokens, a.temperature, a.seed))).collect();
+            self.decode_all(&mut seqs);
+            seqs.into_iter().map(|s| s.expect("every sequence kept").and_then(|s| self.finish(s))).collect()
+        })
+    }
+
+    /// Decodes every running sequence of `seqs` to its end, all together.
+    fn decode_all(&self, seqs: &mut [Option<Result<Seq>>]) {
+        loop {
+            let mut running: Vec<&mut Seq> =
+                seqs.iter_mut().filter_map(|s| s.as_mut()?.as_mut().ok()).filter(|s| s.finish.is_none()).collect();
+            if running.is_empty() {
+                return;
+            }
+            if let Err(e) = self.step(&mut running) {
+                // A failed step fails every sequence it held (they share the batch).
+                let msg = format!("{e:#}");
+                for s in seqs.iter_mut() {
+                    if matches!(s, Some(Ok(q)) if q.finish.is_none()) {
+                        *s = Some(Err(anyhow!("{msg}")));
+                    }
+                }
+                return;
+            }
+        }
+    }
+
+    /// One token for each of `running`.
+    fn step(&self, running: &mut [&mut Seq]) -> Result<()> {
+        let tokens: Vec<u32> = running.iter().map(|s| s.next).collect();
+        let mut caches: Vec<&mut llama::Cache> = running.iter_mut().map(|s| &mut s.cache).collect();
+        let logits = self.model.forward_batch(&tokens, &mut caches)?;
+        for (i, seq) in running.iter_mut().enumerate() {
+            self.take(seq, &logits.get(i)?)?;
+        }
+        Ok(())
     }
 
     pub fn describe(&self) -> String {
-        format!("embedded {} (candle: f32 prefill, Q8_0 decoding from {})", self.name, self.weights_source)
+        format!("embedded {} (candle: f32 prefill, Q8_0 batched decoding from {})", self.name, self.weights_source)
     }
 }
 
@@ -335,24 +421,89 @@ fn rand_seed() -> u64 {
     (t as u64) ^ ((std::process::id() as u64) << 32)
 }
 
+/// Sequences decoded together at most: candle's quantized matmul reads a weight tile once for up to
+/// 16 rows; 8 keeps a prefill's stall of the others short.
+pub const MAX_BATCH: usize = 8;
+
+type Answer = Result<(Vec<u32>, Reply)>;
+
+/// A request waiting for the decoding loop, with where its answer goes.
+struct Job {
+    ask: Ask,
+    reply: tokio::sync::oneshot::Sender<Answer>,
+}
+
+/// Continuous batching: one thread owns the decoding loop; a request that arrives joins the batch
+/// at the next step (its prompt prefilled alone), and each sequence leaves when it ends.
 struct EmbeddedBackend {
     model: Arc<Embedded>,
-    /// One generation at a time: waiting happens here, not in blocked threads.
-    gate: tokio::sync::Semaphore,
+    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+}
+
+fn serve(model: Arc<Embedded>, jobs: std::sync::mpsc::Receiver<Job>, max_batch: usize) {
+    let mut running: Vec<(Seq, tokio::sync::oneshot::Sender<Answer>)> = Vec::new();
+    loop {
+        let mut arrived = Vec::new();
+        if running.is_empty() {
+            match jobs.recv() {
+                Ok(j) => arrived.push(j),
+                Err(_) => return,
+            }
+        }
+        while running.len() + arrived.len() < max_batch {
+            match jobs.try_recv() {
+                Ok(j) => arrived.push(j),
+                Err(_) => break,
+            }
+        }
+        let pool = cores::pool(cores::free());
+        for j in arrived {
+            let a = &j.ask;
+            match pool.install(|| model.start(&a.messages, a.max_tokens, a.temperature, a.seed)) {
+                Ok(seq) if seq.finish.is_none() => running.push((seq, j.reply)),
+                Ok(seq) => drop(j.reply.send(model.finish(seq))),
+                Err(e) => drop(j.reply.send(Err(e))),
+            }
+        }
+        // A caller that gave up (a timeout dropped its future) frees its slot.
+        running.retain(|(_, reply)| !reply.is_closed());
+        if running.is_empty() {
+            continue;
+        }
+        let mut seqs: Vec<&mut Seq> = running.iter_mut().map(|(s, _)| s).collect();
+        if let Err(e) = pool.install(|| model.step(&mut seqs)) {
+            let msg = format!("{e:#}");
+            for (_, reply) in running.drain(..) {
+                let _ = reply.send(Err(anyhow!("{msg}")));
+            }
+            continue;
+        }
+        let (done, rest): (Vec<_>, Vec<_>) = running.into_iter().partition(|(s, _)| s.finish.is_some());
+        running = rest;
+        for (seq, reply) in done {
+            let _ = reply.send(model.finish(seq));
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl Backend for EmbeddedBackend {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
-        let _permit = self.gate.acquire().await.map_err(|e| LlmError::Other(format!("{}: {e}", self.describe())))?;
-        let model = self.model.clone();
-        let (messages, max_tokens, temperature, seed) =
-            (req.messages.clone(), req.max_tokens, req.temperature, req.seed);
-        let r = tokio::task::spawn_blocking(move || model.generate(&messages, max_tokens, temperature, seed)).await;
-        match r {
-            Ok(Ok(reply)) => Ok(reply),
+        let ask = Ask {
+            messages: req.messages.clone(),
+            max_tokens: req.max_tokens,
+            temperature: req.temperature,
+            seed: req.seed,
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.jobs.lock().map(|q| q.send(Job { ask, reply: tx }).is_ok()).unwrap_or(false);
+        if !sent {
+            return Err(LlmError::Other(format!("{}: the decoding thread has stopped", self.describe())));
+        }
+        match rx.await {
+            Ok(Ok((_, reply))) => Ok(reply),
             Ok(Err(e)) => Err(LlmError::Other(format!("{}: {e:#}", self.describe()))),
-            Err(e) => Err(LlmError::Other(format!("{}: generation task failed: {e}", self.describe()))),
+            Err(_) => Err(LlmError::Other(format!("{}: the decoding thread has stopped", self.describe()))),
         }
     }
     fn describe(&self) -> String {
@@ -360,7 +511,13 @@ impl Backend for EmbeddedBackend {
     }
 }
 
-/// Backend adapter (spawn_blocking inside; one generation at a time per loaded model).
+/// Backend adapter: concurrent requests (up to [`MAX_BATCH`]) are decoded together by one thread.
 pub fn backend(model: Arc<Embedded>) -> Arc<dyn Backend> {
-    Arc::new(EmbeddedBackend { model, gate: tokio::sync::Semaphore::new(1) })
+    let (tx, rx) = std::sync::mpsc::channel();
+    let m = model.clone();
+    std::thread::Builder::new()
+        .name("smollm-decode".into())
+        .spawn(move || serve(m, rx, MAX_BATCH))
+        .expect("starting the embedded model's decoding thread");
+    Arc::new(EmbeddedBackend { model, jobs: Mutex::new(tx) })
 }

@@ -5,6 +5,12 @@
 //! reading a quarter of the bytes wins (56 against 25 tokens/s for f32). The f32 copies are dequantized
 //! from the GGUF's own tensors, so prefill computes with the file's exact weights; both paths write the
 //! same KV cache, so decoding continues the prefill.
+//!
+//! Several sequences decode together ([`Llama::forward_batch`]): their next tokens go through each
+//! projection as the rows of one quantized matmul, which reads a weight tile once for up to 16 rows;
+//! attention runs per sequence over its own [`Cache`]. Every row is computed by the same kernels as
+//! a sequence alone (row-wise norms, one dot product per output), so a sequence's tokens do not
+//! depend on which others share its batch.
 
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::quantized::{gguf_file, QMatMul};
@@ -35,7 +41,13 @@ struct Layer {
     gate: Linear,
     up: Linear,
     down: Linear,
-    cache: Option<(Tensor, Tensor)>,
+}
+
+/// One sequence's keys and values per layer, and how many positions they hold.
+#[derive(Default)]
+pub struct Cache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    pub pos: usize,
 }
 
 pub struct Llama {
@@ -119,7 +131,6 @@ impl Llama {
                 gate: linear(r, qr, &format!("{p}.ffn_gate.weight"))?,
                 up: linear(r, qr, &format!("{p}.ffn_up.weight"))?,
                 down: linear(r, qr, &format!("{p}.ffn_down.weight"))?,
-                cache: None,
             });
         }
         // Rotary tables: position × frequency, one frequency per pair of dimensions.
@@ -142,47 +153,75 @@ impl Llama {
         })
     }
 
-    pub fn clear_kv_cache(&mut self) {
-        self.layers.iter_mut().for_each(|l| l.cache = None);
+    /// `tokens` of one sequence at positions `cache.pos..`, after what its cache holds. Returns the
+    /// logits of the last position, `(vocab)`.
+    pub fn forward(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
+        let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        Ok(self.run(&x, &mut [cache])?.squeeze(0)?)
     }
 
-    /// `tokens`: `(1, s)` ids at positions `start..start + s`, after what the cache holds. Returns
-    /// the logits of the last position, `(1, vocab)`.
-    pub fn forward(&mut self, tokens: &Tensor, start: usize) -> Result<Tensor> {
+    /// One next token for each sequence, `tokens[i]` at position `caches[i].pos`. Returns `(b, vocab)`.
+    pub fn forward_batch(&self, tokens: &[u32], caches: &mut [&mut Cache]) -> Result<Tensor> {
+        if tokens.len() != caches.len() {
+            bail!("{} tokens for {} sequences", tokens.len(), caches.len());
+        }
+        let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(1)?;
+        self.run(&x, caches)
+    }
+
+    /// `tokens`: `(b, s)` ids, one row per cache; several rows only with `s == 1`.
+    fn run(&self, tokens: &Tensor, caches: &mut [&mut Cache]) -> Result<Tensor> {
         let (b, s) = tokens.dims2()?;
-        if start + s > self.context {
-            bail!("position {} is past the model's context of {}", start + s, self.context);
+        if b != 1 && s != 1 {
+            bail!("a batch of {b} sequences takes one token each, not {s}");
+        }
+        for c in caches.iter_mut() {
+            if c.pos + s > self.context {
+                bail!("position {} is past the model's context of {}", c.pos + s, self.context);
+            }
+            c.layers.resize(self.layers.len(), None);
         }
         let dim = self.embeddings.dim(1)?;
         let mut x = self.embeddings.index_select(&tokens.flatten_all()?, 0)?.reshape((b, s, dim))?;
-        let mask = (s > 1).then(|| causal_mask(s, start, x.device())).transpose()?;
-        let cos = self.cos.narrow(0, start, s)?;
-        let sin = self.sin.narrow(0, start, s)?;
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
-        for layer in &mut self.layers {
+        let masks: Vec<Option<Tensor>> = caches
+            .iter()
+            .map(|c| (s > 1).then(|| causal_mask(s, c.pos, x.device())).transpose())
+            .collect::<Result<_>>()?;
+        for (l, layer) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps)?;
-            let q = layer.wq.forward(&h)?.reshape((b, s, heads, hd))?.transpose(1, 2)?.contiguous()?;
-            let k = layer.wk.forward(&h)?.reshape((b, s, kv_heads, hd))?.transpose(1, 2)?.contiguous()?;
-            let v = layer.wv.forward(&h)?.reshape((b, s, kv_heads, hd))?.transpose(1, 2)?.contiguous()?;
-            let q = candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?;
-            let (k, v) = match layer.cache.take() {
-                Some((ck, cv)) if start > 0 => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
-                _ => (k, v),
-            };
-            layer.cache = Some((k.clone(), v.clone()));
-            let k = repeat_kv(&k, heads / kv_heads)?;
-            let v = repeat_kv(&v, heads / kv_heads)?;
-            let mut att = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?;
-            if let Some(m) = &mask {
-                att = att.broadcast_add(m)?;
+            let (q, k, v) = (layer.wq.forward(&h)?, layer.wk.forward(&h)?, layer.wv.forward(&h)?);
+            let mut ys = Vec::with_capacity(b);
+            for (i, c) in caches.iter_mut().enumerate() {
+                let split = |t: &Tensor, n: usize| -> Result<Tensor> {
+                    Ok(t.narrow(0, i, 1)?.reshape((1, s, n, hd))?.transpose(1, 2)?.contiguous()?)
+                };
+                let (cos, sin) = (self.cos.narrow(0, c.pos, s)?, self.sin.narrow(0, c.pos, s)?);
+                let q = candle_nn::rotary_emb::rope_i(&split(&q, heads)?, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope_i(&split(&k, kv_heads)?, &cos, &sin)?;
+                let v = split(&v, kv_heads)?;
+                let (k, v) = match c.layers[l].take() {
+                    Some((ck, cv)) if c.pos > 0 => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
+                    _ => (k, v),
+                };
+                c.layers[l] = Some((k.clone(), v.clone()));
+                let k = repeat_kv(&k, heads / kv_heads)?;
+                let v = repeat_kv(&v, heads / kv_heads)?;
+                let mut att = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?;
+                if let Some(m) = &masks[i] {
+                    att = att.broadcast_add(m)?;
+                }
+                let att = candle_nn::ops::softmax_last_dim(&att)?;
+                ys.push(att.matmul(&v)?.transpose(1, 2)?.reshape((1, s, heads * hd))?);
             }
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, s, heads * hd))?;
+            let y = if b == 1 { ys.pop().expect("one sequence") } else { Tensor::cat(&ys, 0)? };
             x = (x + layer.wo.forward(&y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
             let act = (layer.gate.forward(&h)?.silu()? * layer.up.forward(&h)?)?;
             x = (x + layer.down.forward(&act)?)?;
+        }
+        for c in caches.iter_mut() {
+            c.pos += s;
         }
         let last = x.narrow(1, s - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps)?;

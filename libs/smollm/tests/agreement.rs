@@ -133,3 +133,69 @@ fn q8_0_cache_is_written_next_to_the_gguf_and_reused() {
     assert!(again.weights_source.starts_with(&cache.display().to_string()), "{}", again.weights_source);
     assert!(!again.weights_source.contains("converted"), "{}", again.weights_source);
 }
+
+/// Decoding several sequences in one batch changes nothing in any of them: each answer (greedy, and
+/// sampled with its seed) has the token ids it gets alone, whatever shares its batch and however
+/// long the others run; and through the backend, requests in flight together get those answers too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_sequences_equal_each_generated_alone() {
+    let m = model();
+    let r = reference();
+    let chats = r["chats"].as_array().unwrap().iter().map(|c| messages(&c["messages"]));
+    let texts = r["tokenized"].as_array().unwrap().iter().take(3);
+    let texts = texts.map(|c| vec![Message::new("user", c["text"].as_str().unwrap())]);
+    let mut asks: Vec<doc2ci_smollm::Ask> = chats
+        .chain(texts)
+        .map(|messages| doc2ci_smollm::Ask { messages, max_tokens: 40, temperature: 0.0, seed: None })
+        .collect();
+    // Different lengths and a sampled one: sequences leave the batch at different steps.
+    asks[0].max_tokens = 7;
+    let last = asks.len() - 1;
+    asks[last].temperature = 0.8;
+    asks[last].seed = Some(11);
+    asks.push(doc2ci_smollm::Ask { max_tokens: 0, ..asks[1].clone() });
+    assert!(asks.len() >= 4, "a batch of several sequences");
+    let together = m.generate_batch(&asks);
+    for (a, got) in asks.iter().zip(&together) {
+        let (ids, reply) = got.as_ref().unwrap();
+        let (alone, alone_reply) = m.generate_ids(&a.messages, a.max_tokens, a.temperature, a.seed).unwrap();
+        assert_eq!(ids, &alone, "batched tokens of {:?}", a.messages.last().unwrap().content);
+        assert_eq!(
+            (reply.text.as_str(), &reply.finish_reason),
+            (alone_reply.text.as_str(), &alone_reply.finish_reason)
+        );
+    }
+    let b = doc2ci_smollm::backend(m.clone());
+    let reqs: Vec<Request> = asks
+        .iter()
+        .map(|a| Request {
+            messages: a.messages.clone(),
+            temperature: a.temperature,
+            max_tokens: a.max_tokens,
+            seed: a.seed,
+            extra: Default::default(),
+        })
+        .collect();
+    let replies = futures_join(b.clone(), reqs).await;
+    for (got, want) in replies.iter().zip(&together) {
+        assert_eq!(got.as_ref().unwrap().text, want.as_ref().unwrap().1.text, "served in one batch");
+    }
+}
+
+async fn futures_join(
+    b: Arc<dyn doc2ci_llm::Backend>,
+    reqs: Vec<Request>,
+) -> Vec<Result<doc2ci_llm::Reply, doc2ci_llm::LlmError>> {
+    let handles: Vec<_> = reqs
+        .into_iter()
+        .map(|r| {
+            let b = b.clone();
+            tokio::spawn(async move { b.chat(&r).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use doc2ci_rows::{MetricKind, ModelRow};
+use std::borrow::Cow;
+
+use doc2ci_rows::{Generation, MetricKind, MetricValue, ModelRow, Pair, Score, Validation};
 use doc2ci_stats::study::{self, Unit};
 use doc2ci_stats::Rng;
 
@@ -96,6 +98,14 @@ fn main() {
     let rows = study::run(&units, &models, &params);
     let stats_s = t.elapsed().as_secs_f64();
     let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
+    let rows_of = browser_rows(&units);
+    let samples = doc2ci_report::Samples {
+        pairs: &rows_of.0,
+        generations: &rows_of.1,
+        validations: &rows_of.2,
+        scores: &rows_of.3,
+        lints: &[],
+    };
     let t = Instant::now();
     let files = doc2ci_report::build(&doc2ci_report::Input {
         title: "synthetic",
@@ -106,8 +116,17 @@ fn main() {
         metrics,
         lints: &[],
         degenerate: &BTreeMap::new(),
+        samples: &samples,
     });
     let report_s = t.elapsed().as_secs_f64();
+    // BROWSER_OUT=DIR: the report written there, for bench/browser.sh to open in Chromium.
+    if let Some(dir) = std::env::var_os("BROWSER_OUT") {
+        for (path, text) in &files {
+            let p = std::path::Path::new(&dir).join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+    }
     let bytes: usize = files.iter().map(|f| f.1.len()).sum();
     println!(
         "{{\"configurations\": {zero_shot}, \"units\": {}, \"stats_rows\": {}, \"stats_s\": {stats_s:.3}, \"report_files\": {}, \"report_bytes\": {bytes}, \"report_s\": {report_s:.3}}}",
@@ -115,4 +134,87 @@ fn main() {
         rows.len(),
         files.len()
     );
+}
+
+/// Rows for the sample browser behind the units: texts of realistic length (a 400-character
+/// description, 30-line reference and output), validity and scores as the units say.
+fn browser_rows(units: &[Unit]) -> (Vec<Pair>, Vec<Generation>, Vec<Validation>, Vec<Score>) {
+    let yaml = |seed: usize, n: usize| -> String {
+        let mut s = String::from("on: [push, pull_request]\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n");
+        for i in 0..n {
+            s.push_str(&format!("      - name: step {i} of {seed}\n        run: make target-{}\n", (seed + i) % 97));
+        }
+        s
+    };
+    let mut pairs: BTreeMap<(String, String), Pair> = BTreeMap::new();
+    let (mut gens, mut vals, mut scores) = (vec![], vec![], vec![]);
+    for (i, u) in units.iter().enumerate() {
+        let n = pairs.len();
+        pairs.entry((u.service.clone(), u.pair_id.clone())).or_insert_with(|| Pair {
+            pair_id: u.pair_id.clone(),
+            service: u.service.clone(),
+            url: format!("http://docs.example.com/{}/{}", u.service, u.pair_id),
+            title: format!("Building and testing project {n}"),
+            description: "You can configure the workflow to build and test the project on every push. ".repeat(5),
+            reference: yaml(n, 12),
+            n_copies: 1,
+            urls: vec![],
+            source: "docs".into(),
+            source_id: n.to_string(),
+            source_ids: vec![],
+            position: n as u64,
+            leak: None,
+        });
+        let flag = |k: &str| u.values.get(k).is_some_and(|v| *v > 0.5);
+        gens.push(Generation {
+            pair_id: u.pair_id.clone(),
+            service: u.service.clone(),
+            model: u.model.clone(),
+            sample: u.sample,
+            round: u.round,
+            output: Some(yaml(i, 10 + i % 5)),
+            raw_output: None,
+            latency_ms: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            error: None,
+            degenerate: false,
+            degenerate_kind: None,
+            finish_reason: Some("stop".into()),
+            attempts: None,
+            cost: None,
+        });
+        let schema_ok = flag("schema_ok");
+        vals.push(Validation {
+            pair_id: u.pair_id.clone(),
+            service: u.service.clone(),
+            model: u.model.clone(),
+            sample: u.sample,
+            round: u.round,
+            parse_ok: flag("parse_ok"),
+            schema_ok,
+            errors: if schema_ok { vec![] } else { vec!["/jobs/build: 'steps' is a required property".into()] },
+            fragment: flag("fragment"),
+        });
+        scores.push(Score {
+            pair_id: u.pair_id.clone(),
+            service: u.service.clone(),
+            model: u.model.clone(),
+            sample: u.sample,
+            round: u.round,
+            metrics: doc2ci_score::metric_infos()
+                .iter()
+                .filter_map(|m| {
+                    let v = *u.values.get(m.name)?;
+                    let v = match m.kind {
+                        MetricKind::Float => MetricValue::Float(v),
+                        MetricKind::Bool => MetricValue::Bool(v > 0.5),
+                    };
+                    Some((Cow::Borrowed(m.name), v))
+                })
+                .collect(),
+            truncated: false,
+        });
+    }
+    (pairs.into_values().collect(), gens, vals, scores)
 }

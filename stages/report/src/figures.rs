@@ -113,6 +113,96 @@ pub fn all(inp: &Input) -> Vec<Fig> {
     figs
 }
 
+/// The headline, the one figure a reader sees first: per service (columns), each model on the
+/// similarity–validity plane (top) and its validity ladder (bottom), zero-shot, from the stats
+/// table's means. A model keeps its colour in every panel.
+pub fn headline(inp: &Input, means: &crate::Means, models: &[&str]) -> Option<String> {
+    let has = |s: &str, metric: &str| models.iter().any(|m| means.mean(s, metric, m).is_some());
+    let services: Vec<(&String, &String)> =
+        inp.services.iter().filter(|(s, _)| has(s, "cosine") && has(s, "schema_ok")).collect();
+    if services.is_empty() {
+        return None;
+    }
+    let steps: Vec<(&str, &str)> = crate::lint::LADDER
+        .iter()
+        .filter(|(metric, _)| services.iter().any(|(s, _)| has(s, metric)))
+        .copied()
+        .collect();
+    let mut svg = String::new();
+    {
+        let w = (340 * services.len() as u32).max(680);
+        let root = SVGBackend::with_string(&mut svg, (w, 660)).into_drawing_area();
+        root.fill(&WHITE).expect("svg");
+        let (top, bottom) = root.split_vertically(360);
+        for (i, ((svc, disp), (up, down))) in services
+            .iter()
+            .zip(top.split_evenly((1, services.len())).iter().zip(bottom.split_evenly((1, services.len())).iter()))
+            .enumerate()
+        {
+            let y_desc = if i == 0 { "Schema-valid (%)" } else { "" };
+            let mut plane = ChartBuilder::on(up)
+                .caption(disp.as_str(), ("sans-serif", 16))
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(45)
+                .build_cartesian_2d(0f64..1f64, 0f64..100f64)
+                .expect("chart");
+            plane
+                .configure_mesh()
+                .x_desc("Mean cosine similarity")
+                .y_desc(y_desc)
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .expect("mesh");
+            for (k, m) in models.iter().enumerate() {
+                let (Some(c), Some(s)) = (means.mean(svc, "cosine", m), means.mean(svc, "schema_ok", m)) else {
+                    continue;
+                };
+                let col = Palette99::pick(k).to_rgba();
+                plane.draw_series(std::iter::once(Circle::new((c, s * 100.0), 5, col.filled()))).expect("point");
+                plane
+                    .draw_series(std::iter::once(Text::new(
+                        m.to_string(),
+                        (c, s * 100.0),
+                        ("sans-serif", 11).into_font().color(&BLACK),
+                    )))
+                    .expect("label");
+            }
+            let mut ladder = ChartBuilder::on(down)
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(45)
+                .build_cartesian_2d(-0.3f64..(steps.len() as f64 - 0.7), 0f64..100f64)
+                .expect("chart");
+            ladder
+                .configure_mesh()
+                .y_desc(if i == 0 { "Valid at this step (%)" } else { "" })
+                .x_labels(steps.len())
+                .x_label_formatter(&|x| {
+                    let j = x.round() as i64;
+                    match (x - j as f64).abs() < 1e-6 && (0..steps.len() as i64).contains(&j) {
+                        true => steps[j as usize].1.to_string(),
+                        false => String::new(),
+                    }
+                })
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .expect("mesh");
+            for (k, m) in models.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = steps
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, (metric, _))| means.mean(svc, metric, m).map(|v| (j as f64, v * 100.0)))
+                    .collect();
+                let col = Palette99::pick(k).to_rgba();
+                ladder.draw_series(LineSeries::new(pts, col.stroke_width(2))).expect("line");
+            }
+        }
+        root.present().expect("svg");
+    }
+    Some(svg)
+}
+
 fn scatter(pts: &BTreeMap<String, PlanePoint>, arrows: bool) -> String {
     let mut svg = String::new();
     {

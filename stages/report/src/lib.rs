@@ -13,8 +13,11 @@ use doc2ci_rows::{Lint, MetricInfo, ModelRow};
 use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG};
 use doc2ci_stats::{mean, Tier};
 
+mod browser;
 mod figures;
 mod lint;
+
+pub use browser::Samples;
 
 /// What the report is built from.
 pub struct Input<'a> {
@@ -30,6 +33,8 @@ pub struct Input<'a> {
     pub lints: &'a [Lint],
     /// model → (degenerate answers, answers) at round 0: empty, prose-only or looping output.
     pub degenerate: &'a BTreeMap<String, (usize, usize)>,
+    /// The rows behind the sample browser (`samples.html`); all empty: no browser.
+    pub samples: &'a Samples<'a>,
 }
 
 /// Models whose answers are mostly degenerate (≥ 25%), said before any table: their scores
@@ -600,9 +605,21 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         inp.stats.len()
     );
     let note = degenerate_note(inp);
+    let models: Vec<&str> = inp.models.iter().map(|m| m.model.as_str()).collect();
+    let headline = figures::headline(inp, &Means::new(inp.stats), &models);
+    let browser = browser::files(inp.samples, inp.title, inp.services, inp.metrics);
+    let browse = !browser.is_empty();
+    files.extend(browser);
     let mut md = format!("# {}\n\n{summary}\n\n", inp.title);
     if let Some(n) = &note {
         md.push_str(&format!("> **{n}**\n\n"));
+    }
+    if let Some(svg) = &headline {
+        files.push(("figures/headline.svg".into(), svg.clone()));
+        md.push_str(&format!("![{HEADLINE}](figures/headline.svg)\n\n*{HEADLINE}*\n\n"));
+    }
+    if browse {
+        md.push_str("Every output, filterable, with diffs against its reference: [samples.html](samples.html).\n\n");
     }
     // What did not run (an empty table) is left out of the page; its CSV stays, header only.
     for t in tables.iter().filter(|t| !t.rows.is_empty()) {
@@ -622,6 +639,13 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     if let Some(n) = &note {
         let _ = write!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>\n", esc(n));
     }
+    if browse {
+        html.push_str("<p class=\"browse\"><a href=\"samples.html\">Browse every output →</a> filter by service, model, validity and metric; see each pair's description, reference and every model's answer with a diff, its scores, schema errors and repair rounds.</p>\n");
+    }
+    if let Some(svg) = &headline {
+        let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+        let _ = write!(html, "<figure id=\"headline\">{body}<figcaption>{}</figcaption></figure>\n", esc(HEADLINE));
+    }
     for t in tables.iter().filter(|t| !t.rows.is_empty()) {
         html.push_str(&t.html());
     }
@@ -634,7 +658,9 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     files
 }
 
-const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}.warn{background:#fff4e5;border-left:4px solid #e67e22;padding:8px 12px}";
+const HEADLINE: &str = "The study at a glance (zero-shot, per service): each model's mean cosine similarity against its schema validity (top; a model's colour is the same in every panel), and how many of its outputs survive each step of the validity ladder (bottom).";
+
+const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}.warn{background:#fff4e5;border-left:4px solid #e67e22;padding:8px 12px}.browse{font-size:15px}.browse a{font-weight:bold}";
 
 /// Per-model means used by figures: similarity metrics of round 0.
 pub fn model_metric_values(units: &[Unit], metric: &str) -> BTreeMap<String, Vec<f64>> {
@@ -689,6 +715,7 @@ mod tests {
             metrics: &[],
             lints: &[],
             degenerate: &degenerate,
+            samples: &Default::default(),
         };
         let note = degenerate_note(&inp).unwrap();
         assert!(note.contains("smollm2: 14 of 16 (88%)") && !note.contains("gpt-4o"), "{note}");

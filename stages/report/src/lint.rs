@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use crate::{pct, Input, Means, Table};
 
 /// Steps of the ladder: (stats metric, column label).
-const LADDER: [(&str, &str); 4] =
+pub(crate) const LADDER: [(&str, &str); 4] =
     [("parse_ok", "Parse"), ("schema_ok", "Schema"), ("lint_as_is_ok", "Lint as written"), ("lint_ok", "Lint")];
 
 pub fn tables(inp: &Input, means: &Means, models: &[&str]) -> Vec<Table> {

@@ -73,6 +73,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
         metrics,
         lints: &[],
         degenerate: &BTreeMap::new(),
+        samples: &Default::default(),
     });
     (stats, files)
 }

@@ -1,0 +1,302 @@
+//! The sample browser: a static page (`samples.html`) that filters every output of the study by
+//! service, model, round, validity and metric range, and shows one pair's description, reference
+//! and every model's output beside a line diff against the reference, with its scores, schema
+//! errors (instance paths), validator findings and repair rounds.
+//!
+//! No server: the page loads `samples/index.js` (one compact columnar row per output, enough to
+//! filter and sort) and, for the pair opened, the one `samples/chunk-N.js` that holds its texts.
+//! Script tags, unlike `fetch`, work from `file://`, so the report opens from disk. At Doc2CI's
+//! scale (53,808 outputs) the index is a few MB and a chunk a few hundred KB.
+
+use std::collections::{BTreeMap, HashMap};
+
+use doc2ci_rows::{Generation, Lint, MetricInfo, Pair, Score, Validation};
+use serde_json::{json, Value};
+
+/// Pairs per chunk file: one chunk is what opening a pair costs.
+const CHUNK_PAIRS: usize = 25;
+/// Longest text kept per field: a hostile 100 MB output must not make the page unusable.
+const MAX_TEXT: usize = 64 * 1024;
+
+/// The rows the browser shows (all empty: no browser).
+#[derive(Default)]
+pub struct Samples<'a> {
+    pub pairs: &'a [Pair],
+    pub generations: &'a [Generation],
+    pub validations: &'a [Validation],
+    pub scores: &'a [Score],
+    pub lints: &'a [Lint],
+}
+
+type Key<'a> = (&'a str, &'a str, &'a str, u32, u32);
+
+fn key<'a>(service: &'a str, pair: &'a str, model: &'a str, sample: u32, round: u32) -> Key<'a> {
+    (service, pair, model, sample, round)
+}
+
+fn cap(s: &str) -> Value {
+    if s.len() <= MAX_TEXT {
+        return Value::from(s);
+    }
+    let mut end = MAX_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Value::from(format!("{}\n… (truncated here: {} bytes in all)", &s[..end], s.len()))
+}
+
+fn round4(v: f64) -> Value {
+    if v.is_finite() {
+        json!((v * 1e4).round() / 1e4)
+    } else {
+        Value::Null
+    }
+}
+
+/// Validity code of an output: 0 generation error, 1 parse error, 2 schema-invalid, 3 schema-valid,
+/// -1 not validated. The page's validity filter reads these.
+fn validity(g: &Generation, v: Option<&Validation>) -> i8 {
+    match v {
+        _ if g.error.is_some() => 0,
+        None => -1,
+        Some(v) if !v.parse_ok => 1,
+        Some(v) if !v.schema_ok => 2,
+        Some(_) => 3,
+    }
+}
+
+/// The service's validators' verdict: 1 when every tool that judged the text passed it, 0 when
+/// one rejected it, -1 when none judged it (the study's units count a lint verdict the same way).
+fn lint_code(ls: &[&Lint]) -> i8 {
+    let judged: Vec<bool> = ls.iter().filter(|l| l.kind != "audit").filter_map(|l| l.ok).collect();
+    match judged.is_empty() {
+        true => -1,
+        false => judged.iter().all(|&ok| ok) as i8,
+    }
+}
+
+/// `samples.html` and its data files, or nothing when there are no generations.
+pub fn files(
+    s: &Samples,
+    title: &str,
+    services: &BTreeMap<String, String>,
+    metrics: &[MetricInfo],
+) -> Vec<(String, String)> {
+    if s.generations.is_empty() {
+        return vec![];
+    }
+    let vals: HashMap<Key, &Validation> =
+        s.validations.iter().map(|v| (key(&v.service, &v.pair_id, &v.model, v.sample, v.round), v)).collect();
+    let scores: HashMap<Key, &Score> =
+        s.scores.iter().map(|v| (key(&v.service, &v.pair_id, &v.model, v.sample, v.round), v)).collect();
+    let mut lints: HashMap<Key, Vec<&Lint>> = HashMap::new();
+    for l in s.lints {
+        lints.entry(key(&l.service, &l.pair_id, &l.model, l.sample, l.round)).or_default().push(l);
+    }
+    let metrics: Vec<&MetricInfo> =
+        metrics.iter().filter(|m| s.scores.iter().take(1000).any(|r| r.get(m.name).is_some())).collect();
+
+    // Pairs in report order: services as configured, then the pair's position in its source.
+    let svc_order: Vec<&String> = services.keys().collect();
+    let svc_idx = |svc: &str| svc_order.iter().position(|s| s.as_str() == svc);
+    let mut pairs: Vec<&Pair> = s.pairs.iter().filter(|p| svc_idx(&p.service).is_some()).collect();
+    pairs.sort_by_key(|p| (svc_idx(&p.service), p.position, p.pair_id.clone()));
+    let pair_idx: HashMap<(&str, &str), usize> =
+        pairs.iter().enumerate().map(|(i, p)| ((p.service.as_str(), p.pair_id.as_str()), i)).collect();
+
+    let mut gens: Vec<(usize, &Generation)> = s
+        .generations
+        .iter()
+        .filter_map(|g| pair_idx.get(&(g.service.as_str(), g.pair_id.as_str())).map(|&i| (i, g)))
+        .collect();
+    gens.sort_by(|a, b| (a.0, &a.1.model, a.1.sample, a.1.round).cmp(&(b.0, &b.1.model, b.1.sample, b.1.round)));
+    let mut last_round: HashMap<(usize, &str, u32), u32> = HashMap::new();
+    for (p, g) in &gens {
+        let e = last_round.entry((*p, g.model.as_str(), g.sample)).or_default();
+        *e = (*e).max(g.round);
+    }
+    let models: Vec<&str> = {
+        let mut m: Vec<&str> = gens.iter().map(|(_, g)| g.model.as_str()).collect();
+        m.sort_unstable();
+        m.dedup();
+        m
+    };
+    let model_idx: HashMap<&str, usize> = models.iter().enumerate().map(|(i, m)| (*m, i)).collect();
+
+    // The index: one column per field, one entry per output.
+    let (mut cp, mut cm, mut cs, mut cr, mut clast, mut cv, mut cl) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut cx: Vec<Vec<Value>> = vec![Vec::with_capacity(gens.len()); metrics.len()];
+    // Per chunk: pair records with their outputs.
+    let mut chunks: Vec<Vec<Value>> = vec![];
+    let mut outputs: Vec<Vec<Value>> = vec![Vec::new(); pairs.len()];
+    for (p, g) in &gens {
+        let k = key(&g.service, &g.pair_id, &g.model, g.sample, g.round);
+        let v = vals.get(&k).copied();
+        let sc = scores.get(&k).copied();
+        let ls: &[&Lint] = lints.get(&k).map_or(&[], |v| v.as_slice());
+        cp.push(*p);
+        cm.push(model_idx[g.model.as_str()]);
+        cs.push(g.sample);
+        cr.push(g.round);
+        clast.push((last_round[&(*p, g.model.as_str(), g.sample)] == g.round) as u8);
+        cv.push(validity(g, v));
+        cl.push(lint_code(ls));
+        for (col, m) in cx.iter_mut().zip(&metrics) {
+            col.push(sc.and_then(|s| s.get(m.name)).map_or(Value::Null, |x| round4(x.as_f64())));
+        }
+        let score_obj: serde_json::Map<String, Value> = metrics
+            .iter()
+            .filter_map(|m| sc.and_then(|s| s.get(m.name)).map(|x| (m.name.to_string(), round4(x.as_f64()))))
+            .collect();
+        let lint_list: Vec<Value> = ls
+            .iter()
+            .map(|l| {
+                json!({
+                    "tool": l.tool, "kind": l.kind, "ok": l.ok, "note": l.note,
+                    "findings": l.findings.iter().take(50).map(|f| {
+                        let at = f.line.map(|n| format!("line {n}: ")).unwrap_or_default();
+                        cap(&format!("{at}{} ({})", f.message, f.rule))
+                    }).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        outputs[*p].push(json!({
+            "model": g.model, "sample": g.sample, "round": g.round,
+            "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
+            "degenerate": g.degenerate_kind.as_deref().or(g.degenerate.then_some("degenerate")),
+            "finish": g.finish_reason,
+            "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
+            "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
+            "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list,
+        }));
+    }
+    let mut index_pairs = Vec::with_capacity(pairs.len());
+    for (i, (p, outs)) in pairs.iter().zip(outputs).enumerate() {
+        let n = i / CHUNK_PAIRS;
+        if chunks.len() <= n {
+            chunks.push(vec![]);
+        }
+        index_pairs.push(json!([svc_idx(&p.service), p.pair_id, p.title, n]));
+        chunks[n].push(json!({
+            "key": format!("{}/{}", p.service, p.pair_id), "service": p.service, "title": p.title, "url": p.url,
+            "description": cap(&p.description), "reference": cap(&p.reference), "copies": p.n_copies,
+            "outputs": outs,
+        }));
+    }
+    let values: serde_json::Map<String, Value> =
+        metrics.iter().zip(cx).map(|(m, col)| (m.name.to_string(), Value::Array(col))).collect();
+    let index = json!({
+        "title": title,
+        "services": svc_order.iter().map(|s| json!([s, services[*s]])).collect::<Vec<_>>(),
+        "models": models,
+        "metrics": metrics.iter().map(|m| json!({"name": m.name, "higher": m.higher_is_better})).collect::<Vec<_>>(),
+        "pairs": index_pairs,
+        "rows": {"p": cp, "m": cm, "s": cs, "r": cr, "last": clast, "v": cv, "l": cl},
+        "values": values,
+    });
+    let mut files = vec![
+        ("samples.html".to_string(), PAGE.replace("{{TITLE}}", &crate::esc(title))),
+        ("samples/index.js".to_string(), format!("doc2ciIndex({index});\n")),
+    ];
+    for (n, c) in chunks.into_iter().enumerate() {
+        files.push((format!("samples/chunk-{n}.js"), format!("doc2ciChunk({n},{});\n", Value::Array(c))));
+    }
+    files
+}
+
+/// The page: its script builds the filters from the index, keeps every choice in the URL's
+/// fragment (a link opens the same view) and renders with DOM calls only (no text becomes markup).
+const PAGE: &str = include_str!("browser.html");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(pair: &str, model: &str, round: u32, out: &str) -> Generation {
+        Generation {
+            pair_id: pair.into(),
+            service: "gha".into(),
+            model: model.into(),
+            sample: 0,
+            round,
+            output: Some(out.into()),
+            raw_output: None,
+            latency_ms: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            error: None,
+            degenerate: false,
+            degenerate_kind: None,
+            finish_reason: None,
+            attempts: None,
+            cost: None,
+        }
+    }
+
+    fn pair(id: &str, position: u64) -> Pair {
+        Pair {
+            pair_id: id.into(),
+            service: "gha".into(),
+            url: "http://example.com/x".into(),
+            title: format!("title {id}"),
+            description: "Run the tests".into(),
+            reference: "on: push\n".into(),
+            n_copies: 1,
+            urls: vec![],
+            source: "docs".into(),
+            source_id: id.into(),
+            source_ids: vec![],
+            position,
+            leak: None,
+        }
+    }
+
+    fn val(pair: &str, model: &str, round: u32, schema_ok: bool) -> Validation {
+        Validation {
+            pair_id: pair.into(),
+            service: "gha".into(),
+            model: model.into(),
+            sample: 0,
+            round,
+            parse_ok: true,
+            schema_ok,
+            errors: if schema_ok { vec![] } else { vec!["/jobs: 'build' is not of type 'object'".into()] },
+            fragment: false,
+        }
+    }
+
+    fn parse_js(text: &str, call: &str) -> Value {
+        let body = text.strip_prefix(call).and_then(|t| t.strip_suffix(");\n")).expect("a call of the loader");
+        serde_json::from_str(body).unwrap()
+    }
+
+    #[test]
+    fn index_rows_and_chunks_carry_validity_rounds_and_capped_texts() {
+        let huge = "x".repeat(MAX_TEXT * 3);
+        let pairs: Vec<Pair> = (0..30).map(|i| pair(&format!("p{i:02}"), 30 - i)).collect();
+        let gens = vec![gen("p00", "m1", 0, "on: pull"), gen("p00", "m1", 1, "on: push"), gen("p01", "m2", 0, &huge)];
+        let vals = vec![val("p00", "m1", 0, false), val("p00", "m1", 1, true)];
+        let services = BTreeMap::from([("gha".to_string(), "GitHub Actions".to_string())]);
+        let s = Samples { pairs: &pairs, generations: &gens, validations: &vals, ..Default::default() };
+        let files: BTreeMap<String, String> = files(&s, "T", &services, &[]).into_iter().collect();
+        assert!(files["samples.html"].contains("samples/index.js"));
+        // 30 pairs → two chunks; position orders them (p29 first).
+        assert!(files.contains_key("samples/chunk-1.js") && !files.contains_key("samples/chunk-2.js"));
+        let ix = parse_js(&files["samples/index.js"], "doc2ciIndex(");
+        assert_eq!(ix["pairs"][0][1], "p29");
+        let rows = &ix["rows"];
+        // Rows follow the pairs' order (p01 before p00), then model, sample and round.
+        assert_eq!(rows["r"], json!([0, 0, 1]));
+        assert_eq!(rows["last"], json!([1, 0, 1]), "round 1 is p00/m1's last round");
+        assert_eq!(rows["v"], json!([-1, 2, 3]));
+        assert_eq!(rows["l"], json!([-1, -1, -1]));
+        let c1 = parse_js(&files["samples/chunk-1.js"], "doc2ciChunk(1,");
+        let p00 = c1.as_array().unwrap().iter().find(|p| p["key"] == "gha/p00").unwrap();
+        assert_eq!(p00["outputs"].as_array().unwrap().len(), 2);
+        assert_eq!(p00["outputs"][0]["errors"][0], "/jobs: 'build' is not of type 'object'");
+        let p01 = c1.as_array().unwrap().iter().find(|p| p["key"] == "gha/p01").unwrap();
+        let out = p01["outputs"][0]["output"].as_str().unwrap();
+        assert!(out.len() < MAX_TEXT + 100 && out.ends_with(&format!("{} bytes in all)", huge.len())));
+    }
+}
