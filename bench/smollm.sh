@@ -59,5 +59,10 @@ PY
 for b in ${BATCHES:-4 8}; do
   AGG=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K" --batch "$b")
   echo "batched: $AGG"
-  python3 -c 'import json,sys; a=json.loads(sys.argv[1]); print(f"aggregate, {a[\"batch\"]} sequences: one at a time {a[\"one_at_a_time_tokens_per_s\"]} tok/s, batched {a[\"batched_tokens_per_s\"]} tok/s, ratio {a[\"ratio\"]}x (same tokens: {a[\"same_tokens\"]})")' "$AGG"
+  python3 - "$AGG" <<'PY'
+import json, sys
+a = json.loads(sys.argv[1])
+print(f"aggregate, {a['batch']} sequences: one at a time {a['one_at_a_time_tokens_per_s']} tok/s, "
+      f"batched {a['batched_tokens_per_s']} tok/s, ratio {a['ratio']}x (same tokens: {a['same_tokens']})")
+PY
 done

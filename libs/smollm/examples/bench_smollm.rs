@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let (p, c) = (r.prompt_tokens.unwrap(), r.completion_tokens.unwrap());
     let decode_tps = (c.saturating_sub(1)) as f64 / (total - prefill);
     println!(
-        "{{\"backend\": \"doc2ci-smollm (candle Q8_0)\", \"load_s\": {load_s:.3}, \"prompt_tokens\": {p}, \"completion_tokens\": {c}, \"prefill_s\": {prefill:.3}, \"total_s\": {total:.3}, \"prompt_tokens_per_s\": {:.1}, \"gen_tokens_per_s\": {decode_tps:.1}, \"end_to_end_tokens_per_s\": {:.1}}}",
+        "{{\"backend\": \"doc2ci-smollm (own decoder: f32 prefill, integer decoding on the Q4_1 blocks)\", \"load_s\": {load_s:.3}, \"prompt_tokens\": {p}, \"completion_tokens\": {c}, \"prefill_s\": {prefill:.3}, \"total_s\": {total:.3}, \"prompt_tokens_per_s\": {:.1}, \"gen_tokens_per_s\": {decode_tps:.1}, \"end_to_end_tokens_per_s\": {:.1}}}",
         p as f64 / prefill,
         c as f64 / total
     );

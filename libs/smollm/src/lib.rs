@@ -1,9 +1,10 @@
-//! The embedded model: SmolLM2-135M-Instruct in-process on candle, so the default study needs no server. Measured
-//! fixes over candle's stock path (SPEC §9): the tokenizer is rebuilt from the GGUF's tokens and merges like
-//! llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix space and the model then
-//! answers `<|im_end|>` at once); decoding uses the Q4_1 weights converted to Q8_0 once, because candle's Q4_1 CPU
-//! dot product has no SIMD kernel (≈2× fewer tokens/s); and prefill runs on f32 copies of the file's weights, a
-//! real GEMM (`llama.rs`). Each generation takes as many threads as cores are free (`cores.rs`).
+//! The embedded model: a llama-architecture GGUF (by default SmolLM2-135M-Instruct) in-process on candle, so the
+//! default study needs no server. Measured fixes over candle's stock path (SPEC §9): the tokenizer is rebuilt from the
+//! GGUF's tokens and merges like llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix
+//! space and the model then answers `<|im_end|>` at once); prefill runs on f32 copies of the file's weights, a real
+//! GEMM; decoding runs our own integer kernel on the file's own blocks (`llama.rs`, `q8.rs`), several sequences per
+//! step: concurrent requests join one batch ([`backend`]), and each answer is the one it gets alone. Each step takes
+//! as many threads as cores are free (`cores.rs`).
 //!
 //! Owns: running the weights it is given. Never fetches them (`doc2ci setup` does) or builds prompts.
 
@@ -21,6 +22,7 @@ use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
 pub mod cores;
 mod llama;
+mod q8;
 
 pub struct Embedded {
     model: llama::Llama,
@@ -412,7 +414,10 @@ impl Embedded {
     }
 
     pub fn describe(&self) -> String {
-        format!("embedded {} (candle: f32 prefill, Q8_0 batched decoding from {})", self.name, self.weights_source)
+        format!(
+            "embedded {} (f32 prefill, batched integer decoding of the file's blocks; other types from {})",
+            self.name, self.weights_source
+        )
     }
 }
 

@@ -71,11 +71,11 @@ fn greedy_tokens_follow_llama_cpp() {
         let (got, reply) = m.generate_ids(&msgs, 64, 0.0, None).unwrap();
         let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
         eprintln!("{same} of {} greedy tokens agree with llama.cpp", want.len());
-        // Our prefill runs on the file's exact weights (f32) and decoding on Q8_0, llama.cpp on Q4_1 with quantized
-        // activations: the last bits differ, so a near-tie may flip late. On the study prompt the first 39 of 64
-        // tokens agree (then both loop on a comment line); 2+2 agrees fully.
+        // Decoding computes as llama.cpp does (the file's own Q4_1 blocks against Q8_1-quantized activations,
+        // `src/q8.rs`); only the order of float additions differs (and prefill is f32 on the exact weights), yet
+        // every greedy token agrees on both prompts (the study prompt: 64 of 64, was 39 on candle's Q8_0 path).
         assert!(
-            same >= 32.min(want.len()),
+            same == want.len(),
             "only {same} greedy tokens agree:\n ours: {:?}\n peer: {:?}",
             reply.text,
             chat["greedy_text"]
