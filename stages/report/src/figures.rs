@@ -130,10 +130,10 @@ pub fn headline(inp: &Input, means: &crate::Means, models: &[&str]) -> Option<St
         .collect();
     let mut svg = String::new();
     {
-        let w = (340 * services.len() as u32).max(680);
-        let root = SVGBackend::with_string(&mut svg, (w, 660)).into_drawing_area();
+        // The page's width, whatever the number of services.
+        let root = SVGBackend::with_string(&mut svg, (1080, 620)).into_drawing_area();
         root.fill(&WHITE).expect("svg");
-        let (top, bottom) = root.split_vertically(360);
+        let (top, bottom) = root.split_vertically(330);
         for (i, ((svc, disp), (up, down))) in services
             .iter()
             .zip(top.split_evenly((1, services.len())).iter().zip(bottom.split_evenly((1, services.len())).iter()))

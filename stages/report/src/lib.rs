@@ -658,7 +658,7 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
     files
 }
 
-const HEADLINE: &str = "The study at a glance (zero-shot, per service): each model's mean cosine similarity against its schema validity (top; a model's colour is the same in every panel), and how many of its outputs survive each step of the validity ladder (bottom).";
+const HEADLINE: &str = "The study at a glance (zero-shot, per service): each model's mean cosine similarity against its schema validity (top; a model's colour is the same in every panel), and the share of its outputs each check of the validity ladder accepts: YAML parse, schema, the service's own validator on the text as written and with fragments completed (bottom).";
 
 const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}table{border-collapse:collapse;margin:1.5em 0;font-size:13px}caption{text-align:left;font-weight:bold;padding:4px 0}th,td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}tr.group td{background:#f2f2f2;font-style:italic}figure{margin:2em 0}figcaption{font-size:13px;color:#444}.warn{background:#fff4e5;border-left:4px solid #e67e22;padding:8px 12px}.browse{font-size:15px}.browse a{font-weight:bold}";
 
