@@ -340,6 +340,31 @@ async fn driver_port(child: &mut tokio::process::Child, exe: &std::path::Path) -
     Ok(port)
 }
 
+/// Starts chromedriver on a port the OS picks, bound to die with this process.
+async fn spawn_driver(params: &CrawlParams) -> Result<(tokio::process::Child, String)> {
+    let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
+    let mut cmd = tokio::process::Command::new(&exe);
+    // The OS picks the port (no bind-close-reuse race); chromedriver prints it.
+    cmd.arg("--port=0")
+        .arg("--allowed-ips=127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    // kill_on_drop does not run on SIGKILL: the kernel ends chromedriver with us.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
+    let port = driver_port(&mut child, &exe).await?;
+    Ok((child, format!("http://127.0.0.1:{port}")))
+}
+
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -383,27 +408,8 @@ impl Browser {
         let (driver, webdriver_url) = match &params.webdriver {
             Some(u) => (None, u.clone()),
             None => {
-                let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
-                let mut cmd = tokio::process::Command::new(&exe);
-                // The OS picks the port (no bind-close-reuse race); chromedriver prints it.
-                cmd.arg("--port=0")
-                    .arg("--allowed-ips=127.0.0.1")
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .kill_on_drop(true);
-                // kill_on_drop does not run on SIGKILL: the kernel ends chromedriver with us.
-                unsafe {
-                    cmd.pre_exec(|| {
-                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-                let mut child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
-                let port = driver_port(&mut child, &exe).await?;
-                (Some(child), format!("http://127.0.0.1:{port}"))
+                let (child, url) = spawn_driver(params).await?;
+                (Some(child), url)
             }
         };
         let mut b = Browser { client: None, driver, webdriver_url, profile_dir: scratch, params: params.clone() };
@@ -439,6 +445,13 @@ impl Browser {
         if let Some(c) = self.client.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
         }
+        // A chromedriver that died (crashed, or killed by someone else) is started again: one
+        // lost driver must not fail every page after it.
+        if let Some(d) = self.driver.as_mut() {
+            if !matches!(d.try_wait(), Ok(None)) {
+                self.respawn_driver().await?;
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.profile_dir);
         std::fs::create_dir_all(&self.profile_dir)?;
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
@@ -451,7 +464,8 @@ impl Browser {
         let mut caps = serde_json::Map::new();
         caps.insert("goog:chromeOptions".into(), opts);
         caps.insert("pageLoadStrategy".into(), json!("normal"));
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut deadline = Instant::now() + Duration::from_secs(30);
+        let mut respawned = false;
         let client = loop {
             let conn = hyper_util::client::legacy::connect::HttpConnector::new();
             match fantoccini::ClientBuilder::new(conn).capabilities(caps.clone()).connect(&self.webdriver_url).await {
@@ -464,6 +478,12 @@ impl Browser {
                 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
+                // Our own driver that stopped answering gets one fresh start.
+                Err(_) if self.driver.is_some() && !respawned => {
+                    respawned = true;
+                    self.respawn_driver().await?;
+                    deadline = Instant::now() + Duration::from_secs(30);
+                }
                 Err(e) => bail!("cannot open a WebDriver session at {}: {e}", self.webdriver_url),
             }
         };
@@ -473,6 +493,17 @@ impl Browser {
             .await
             .map_err(|e| anyhow!("WebDriver timeouts: {e}"))?;
         self.client = Some(client);
+        Ok(())
+    }
+
+    async fn respawn_driver(&mut self) -> Result<()> {
+        if let Some(mut d) = self.driver.take() {
+            let _ = d.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), d.wait()).await;
+        }
+        let (child, url) = spawn_driver(&self.params).await?;
+        self.driver = Some(child);
+        self.webdriver_url = url;
         Ok(())
     }
 

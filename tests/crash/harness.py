@@ -164,12 +164,22 @@ def browsers_of(wh: Path) -> list[int]:
     return out
 
 
+# Set in every doc2ci this harness starts, and so inherited by its chromedrivers: tests running
+# beside the harness start chromedrivers of their own, which are none of its business.
+MARK = f"DOC2CI_CRASH_HARNESS={os.getpid()}"
+
+
 def chromedrivers() -> set[int]:
+    """Live chromedrivers started (through doc2ci) by this harness."""
     out = set()
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                if open(f"/proc/{d}/comm").read().strip() == "chromedriver":
+                if open(f"/proc/{d}/comm").read().strip() != "chromedriver":
+                    continue
+                if ") Z " in open(f"/proc/{d}/stat").read():
+                    continue
+                if MARK.encode() in open(f"/proc/{d}/environ", "rb").read().split(b"\0"):
                     out.add(int(d))
             except OSError:
                 pass
@@ -275,6 +285,7 @@ def main() -> int:
     rng = random.Random(a.seed)
     base = Path(tempfile.mkdtemp(prefix="doc2ci-crash-"))
     env = dict(os.environ)
+    env[MARK.split("=")[0]] = MARK.split("=")[1]
     failures: list[str] = []
     report: dict = {"seed": a.seed, "kills": 0, "kills_by_stage": {}, "resumes": 0}
     try:
