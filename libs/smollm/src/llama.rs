@@ -20,21 +20,10 @@ use rayon::prelude::*;
 use crate::q8::{Blocks, Q8Matrix};
 use std::io::{Read, Seek};
 
-/// One projection: Q8_0 for decoding (one token per sequence), f32 for a prompt.
-struct Linear {
-    quantized: Q8Matrix,
-    /// `(out, in)`, dequantized from the original tensor.
-    dense: Tensor,
-}
-
-impl Linear {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, s, _) = x.dims3()?;
-        if s > 1 {
-            return Ok(x.matmul(&self.dense.broadcast_left(b)?.t()?)?);
-        }
-        q8_forward(&self.quantized, x)
-    }
+/// `(1, s, in)` through an f32 `(out, in)` matrix: a prompt's projection, a real GEMM.
+fn dense_forward(w: &Tensor, x: &Tensor) -> Result<Tensor> {
+    let b = x.dim(0)?;
+    Ok(x.matmul(&w.broadcast_left(b)?.t()?)?)
 }
 
 /// `(b, 1, k)` through a Q8_0 matrix: `(b, 1, n)`.
@@ -60,16 +49,26 @@ fn q8_matrix(q: &QTensor, device: &Device) -> Result<Q8Matrix> {
     Q8Matrix::from_blocks(kind, &q.data()?, n, k)
 }
 
+/// A block's weights twice: f32 `(out, in)` tensors for a prompt, the file's blocks for decoding,
+/// where projections that read the same input are stacked (q, k, v; gate, up) so a step makes one
+/// pass over the cores for each.
 struct Layer {
     attn_norm: Tensor,
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
-    wo: Linear,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
     ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+    gate: Tensor,
+    up: Tensor,
+    down: Tensor,
+    /// The norms' weights as slices, for decoding.
+    attn_norm_v: Vec<f32>,
+    ffn_norm_v: Vec<f32>,
+    qkv_q: Q8Matrix,
+    wo_q: Q8Matrix,
+    gate_up_q: Q8Matrix,
+    down_q: Q8Matrix,
 }
 
 /// One sequence's keys (rotated) and values per layer, each `(kv_heads, capacity, head_dim)` f32,
@@ -129,6 +128,7 @@ pub struct Llama {
     embeddings: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
+    norm_v: Vec<f32>,
     /// Only the last position's logits are ever computed: one token per sequence, the quantized path.
     output: Q8Matrix,
     heads: usize,
@@ -193,28 +193,39 @@ impl Llama {
             };
             m.with_context(|| format!("GGUF tensor {name}"))
         };
-        let linear = |r: &mut R1, qr: &mut R2, name: &str| -> Result<Linear> {
-            Ok(Linear { quantized: quantized(r, qr, name)?, dense: dense(r, name)? })
-        };
 
         let embeddings = dense(r, "token_embd.weight")?;
         let norm = dense(r, "output_norm.weight")?;
+        let norm_v = norm.to_vec1::<f32>()?;
         let out_name =
             if ct.tensor_infos.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let output = quantized(r, qr, out_name)?;
         let mut layers = Vec::with_capacity(blocks);
         for i in 0..blocks {
             let p = format!("blk.{i}");
+            let name = |t: &str| format!("{p}.{t}.weight");
+            let mut q8 = |t: &str| quantized(r, qr, &name(t));
+            let qkv_q = Q8Matrix::stack(vec![q8("attn_q")?, q8("attn_k")?, q8("attn_v")?])?;
+            let gate_up_q = Q8Matrix::stack(vec![q8("ffn_gate")?, q8("ffn_up")?])?;
+            let (wo_q, down_q) = (q8("attn_output")?, q8("ffn_down")?);
+            let attn_norm = dense(r, &name("attn_norm"))?;
+            let ffn_norm = dense(r, &name("ffn_norm"))?;
             layers.push(Layer {
-                attn_norm: dense(r, &format!("{p}.attn_norm.weight"))?,
-                wq: linear(r, qr, &format!("{p}.attn_q.weight"))?,
-                wk: linear(r, qr, &format!("{p}.attn_k.weight"))?,
-                wv: linear(r, qr, &format!("{p}.attn_v.weight"))?,
-                wo: linear(r, qr, &format!("{p}.attn_output.weight"))?,
-                ffn_norm: dense(r, &format!("{p}.ffn_norm.weight"))?,
-                gate: linear(r, qr, &format!("{p}.ffn_gate.weight"))?,
-                up: linear(r, qr, &format!("{p}.ffn_up.weight"))?,
-                down: linear(r, qr, &format!("{p}.ffn_down.weight"))?,
+                attn_norm_v: attn_norm.to_vec1()?,
+                ffn_norm_v: ffn_norm.to_vec1()?,
+                attn_norm,
+                ffn_norm,
+                wq: dense(r, &name("attn_q"))?,
+                wk: dense(r, &name("attn_k"))?,
+                wv: dense(r, &name("attn_v"))?,
+                wo: dense(r, &name("attn_output"))?,
+                gate: dense(r, &name("ffn_gate"))?,
+                up: dense(r, &name("ffn_up"))?,
+                down: dense(r, &name("ffn_down"))?,
+                qkv_q,
+                wo_q,
+                gate_up_q,
+                down_q,
             });
         }
         // Rotary tables: position × frequency, one frequency per pair of dimensions.
@@ -226,6 +237,7 @@ impl Llama {
             embeddings,
             layers,
             norm,
+            norm_v,
             output,
             heads,
             kv_heads,
@@ -272,26 +284,56 @@ impl Llama {
             c.reserve(self.layers.len(), kv_heads, hd, c.pos + s);
         }
         let dim = self.embeddings.dim(1)?;
-        let mut x = self.embeddings.index_select(&tokens.flatten_all()?, 0)?.reshape((b, s, dim))?;
+        let x = self.embeddings.index_select(&tokens.flatten_all()?, 0)?;
+        if s == 1 {
+            return self.decode(x.flatten_all()?.to_vec1()?, caches);
+        }
+        let mut x = x.reshape((b, s, dim))?;
         for (l, layer) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, self.eps)?;
-            let (q, k, v) = (layer.wq.forward(&h)?, layer.wk.forward(&h)?, layer.wv.forward(&h)?);
-            let y = if s > 1 {
-                self.prefill_attention(l, &q, &k, &v, caches[0])?
-            } else {
-                self.attention(l, &q, &k, &v, caches)?
-            };
-            x = (x + layer.wo.forward(&y)?)?;
+            let (q, k, v) =
+                (dense_forward(&layer.wq, &h)?, dense_forward(&layer.wk, &h)?, dense_forward(&layer.wv, &h)?);
+            let y = self.prefill_attention(l, &q, &k, &v, caches[0])?;
+            x = (x + dense_forward(&layer.wo, &y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
-            let act = (layer.gate.forward(&h)?.silu()? * layer.up.forward(&h)?)?;
-            x = (x + layer.down.forward(&act)?)?;
+            let act = (dense_forward(&layer.gate, &h)?.silu()? * dense_forward(&layer.up, &h)?)?;
+            x = (x + dense_forward(&layer.down, &act)?)?;
         }
-        for c in caches.iter_mut() {
-            c.pos += s;
-        }
+        caches[0].pos += s;
         let last = x.narrow(1, s - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps)?;
         Ok(q8_forward(&self.output, &last)?.squeeze(1)?)
+    }
+
+    /// One token per sequence on plain slices, `x` holding their embeddings row by row: no tensor
+    /// op, so no thread pool wakes up but the kernel's. Norms, SiLU and sums are candle's own
+    /// formulas in candle's order, so a step gives what candle's ops gave, bit for bit.
+    fn decode(&self, mut x: Vec<f32>, caches: &mut [&mut Cache]) -> Result<Tensor> {
+        let b = caches.len();
+        let (q_n, kv_n) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let h = rms_norm_rows(&x, &layer.attn_norm_v, self.eps);
+            let qkv = layer.qkv_q.matmul(&h, b);
+            let row = q_n + 2 * kv_n;
+            let part = |from: usize, n: usize| -> Vec<f32> {
+                qkv.chunks_exact(row).flat_map(|r| r[from..from + n].iter().copied()).collect()
+            };
+            let y = self.attention(l, part(0, q_n), part(q_n, kv_n), &part(q_n + kv_n, kv_n), caches);
+            add_rows(&mut x, &layer.wo_q.matmul(&y, b));
+            let h = rms_norm_rows(&x, &layer.ffn_norm_v, self.eps);
+            let gu = layer.gate_up_q.matmul(&h, b);
+            let hidden = gu.len() / b / 2;
+            let act: Vec<f32> = gu
+                .chunks_exact(2 * hidden)
+                .flat_map(|r| r[..hidden].iter().zip(&r[hidden..]).map(|(&g, &u)| silu(g) * u))
+                .collect();
+            add_rows(&mut x, &layer.down_q.matmul(&act, b));
+        }
+        for c in caches.iter_mut() {
+            c.pos += 1;
+        }
+        let h = rms_norm_rows(&x, &self.norm_v, self.eps);
+        Ok(Tensor::from_vec(self.output.matmul(&h, b), (b, self.output.rows()), &Device::Cpu)?)
     }
 
     /// A prompt's causal attention on candle tensors (one GEMM per head group); its keys and
@@ -315,11 +357,9 @@ impl Llama {
 
     /// One new token per sequence attending to its own cache, on plain slices: per (sequence,
     /// head) a fixed order of operations, so neither the batch nor the threads change a result.
-    fn attention(&self, l: usize, q: &Tensor, k: &Tensor, v: &Tensor, caches: &mut [&mut Cache]) -> Result<Tensor> {
+    fn attention(&self, l: usize, mut q: Vec<f32>, mut k: Vec<f32>, v: &[f32], caches: &mut [&mut Cache]) -> Vec<f32> {
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
         let b = caches.len();
-        let (mut q, mut k) = (q.flatten_all()?.to_vec1::<f32>()?, k.flatten_all()?.to_vec1::<f32>()?);
-        let v = v.flatten_all()?.to_vec1::<f32>()?;
         let mut y = vec![0f32; b * heads * hd];
         for (i, c) in caches.iter_mut().enumerate() {
             let pos = c.pos;
@@ -355,8 +395,31 @@ impl Llama {
                 out.iter_mut().zip(p_v).for_each(|(o, vv)| *o += wp * vv);
             }
         });
-        Ok(Tensor::from_vec(y, (b, 1, heads * hd), &Device::Cpu)?)
+        y
     }
+}
+
+/// candle's RMSNorm row by row (`candle_nn::ops::rms_norm` on up to 32 rows, sequentially).
+fn rms_norm_rows(x: &[f32], alpha: &[f32], eps: f32) -> Vec<f32> {
+    let n = alpha.len();
+    let mut out = vec![0f32; x.len()];
+    for (src, dst) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        let sum2 = src.iter().map(|&v| v * v).sum::<f32>();
+        let m = (sum2 / n as f32 + eps).sqrt();
+        for ((d, s), a) in dst.iter_mut().zip(src).zip(alpha) {
+            *d = *s / m * *a;
+        }
+    }
+    out
+}
+
+/// candle's SiLU on f32.
+fn silu(v: f32) -> f32 {
+    v / (1.0 + (-v).exp())
+}
+
+fn add_rows(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
 /// Interleaved rotary embedding of one head at one position (candle's `rope_i`).

@@ -62,8 +62,6 @@ struct Acts {
     s: Vec<f32>,
     /// Each pair of blocks' scales spread over 16 lanes (8 each), as the vector kernel uses them.
     lanes: Vec<f32>,
-    /// The same for `s / 8`: each of a block's 8 lanes carries an eighth of its offset term.
-    s_lanes: Vec<f32>,
 }
 
 fn f16_to_f32(bits: u16) -> f32 {
@@ -120,6 +118,26 @@ impl Q8Matrix {
 
     pub fn rows(&self) -> usize {
         self.n
+    }
+
+    /// Matrices over the same input, one above the other: one product gives all their outputs,
+    /// each column computed exactly as in its own matrix.
+    pub fn stack(parts: Vec<Q8Matrix>) -> Result<Q8Matrix> {
+        let Some(first) = parts.first() else { bail!("no matrix to stack") };
+        let (k, offsets) = (first.k, first.m.is_some());
+        if parts.iter().any(|p| p.k != k || p.m.is_some() != offsets) {
+            bail!("stacked matrices must share their input size and block type");
+        }
+        let mut out = Q8Matrix { n: 0, k, qs: Vec::new(), d: Vec::new(), m: offsets.then(Vec::new) };
+        for p in parts {
+            out.n += p.n;
+            out.qs.extend(p.qs);
+            out.d.extend(p.d);
+            if let (Some(m), Some(pm)) = (out.m.as_mut(), p.m) {
+                m.extend(pm);
+            }
+        }
+        Ok(out)
     }
 
     /// `x`: `b` rows of `k` values. Returns `b` rows of `n`.
@@ -195,7 +213,7 @@ fn quantize(x: &[f32], k: usize) -> Acts {
     let spread = |v: &[f32], f: f32| -> Vec<f32> {
         v.chunks_exact(2).flat_map(|p| [p[0] * f; 8].into_iter().chain([p[1] * f; 8])).collect()
     };
-    Acts { lanes: spread(&d, 1.0), s_lanes: spread(&sums, 0.125), qs, d, s: sums }
+    Acts { lanes: spread(&d, 1.0), qs, d, s: sums }
 }
 
 /// The scalar kernel: per block an exact integer dot product, scaled (plus the offset term) and
@@ -229,12 +247,29 @@ mod x86 {
         _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(p as *const f64))))
     }
 
+    /// `Σ m[i]·s[i]` in 16 lanes, the tail masked.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn offsets(m: &[f32], s: &[f32]) -> f32 {
+        let mut acc = _mm512_setzero_ps();
+        let mut i = 0;
+        while i < m.len() {
+            let mask: __mmask16 = if m.len() - i >= 16 { 0xffff } else { (1u16 << (m.len() - i)) - 1 };
+            let (mv, sv) =
+                (_mm512_maskz_loadu_ps(mask, m.as_ptr().add(i)), _mm512_maskz_loadu_ps(mask, s.as_ptr().add(i)));
+            acc = _mm512_fmadd_ps(mv, sv, acc);
+            i += 16;
+        }
+        _mm512_reduce_add_ps(acc)
+    }
+
     /// One weight row against every activation row. Per 64 bytes (two blocks): |w| as unsigned
     /// bytes times x with w's sign (VNNI multiplies unsigned by signed), four products per lane
     /// summed exactly in 32 bits, then scaled by w's and x's block scales into a float
     /// accumulator; one horizontal sum at the end.
     ///
-    /// With `OFFSET` (Q4 blocks: unsigned values, no sign trick) each block also adds `m · s`.
+    /// With `OFFSET` (Q4 blocks: unsigned values, no sign trick) the blocks' `m · s` is added once
+    /// per row at the end, a short dot product of the row's offsets and the activations' sums.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn dot_rows<const OFFSET: bool>(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
         let (wq, wd) = (w.qs, w.d);
@@ -252,7 +287,6 @@ mod x86 {
                 let wv = _mm512_loadu_si512(wq.as_ptr().add(p * 64) as *const __m512i);
                 let (neg, aw) = if OFFSET { (0, wv) } else { (_mm512_movepi8_mask(wv), _mm512_abs_epi8(wv)) };
                 let dw = scales(wd.as_ptr().add(2 * p), idx);
-                let mw = if OFFSET { scales(wm.as_ptr().add(2 * p), idx) } else { _mm512_setzero_ps() };
                 for (i, acc) in acc.iter_mut().enumerate().take(rows) {
                     let r = r0 + i;
                     let xv = _mm512_loadu_si512(a.qs.as_ptr().add(r * k + p * 64) as *const __m512i);
@@ -261,13 +295,13 @@ mod x86 {
                     let lane = (r * nb / 2 + p) * 16;
                     let dx = _mm512_loadu_ps(a.lanes.as_ptr().add(lane));
                     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), *acc);
-                    if OFFSET {
-                        *acc = _mm512_fmadd_ps(mw, _mm512_loadu_ps(a.s_lanes.as_ptr().add(lane)), *acc);
-                    }
                 }
             }
             for (i, acc) in acc.iter().enumerate().take(rows) {
-                out[r0 + i] = _mm512_reduce_add_ps(*acc);
+                let r = r0 + i;
+                // The offsets' term, Σ m·s over the row's blocks, once per row and not per block.
+                let offset = if OFFSET { offsets(wm, &a.s[r * nb..(r + 1) * nb]) } else { 0.0 };
+                out[r] = _mm512_reduce_add_ps(*acc) + offset;
             }
             r0 += rows;
         }
