@@ -22,7 +22,9 @@ const COLS_PER_TASK: usize = 64;
 pub struct Q8Matrix {
     n: usize,
     k: usize,
-    /// Signed for Q8_0; for Q4 blocks the unsigned nibble values, stored as bytes.
+    /// Signed bytes for Q8_0 (32 per block); for Q4 blocks the file's own nibbles (16 bytes per
+    /// block: low nibbles are values 0..16, high ones 16..32), unpacked in registers, so a decoding
+    /// step reads half the bytes (single-stream decoding is bound by memory, not arithmetic).
     qs: Vec<i8>,
     d: Vec<f32>,
     /// Q4_0/Q4_1: each block's offset `m` (Q4_0: −8·d).
@@ -110,14 +112,23 @@ impl Q8Matrix {
                     &b[4..]
                 }
             };
-            qs.extend(nibbles.iter().map(|&q| (q & 0x0f) as i8));
-            qs.extend(nibbles.iter().map(|&q| (q >> 4) as i8));
+            qs.extend(nibbles.iter().map(|&q| q as i8));
         }
         Ok(Q8Matrix { n, k, qs, d, m })
     }
 
     pub fn rows(&self) -> usize {
         self.n
+    }
+
+    /// Weight row `j`: `k` bytes for Q8_0, `k / 2` for Q4 blocks.
+    fn row(&self, j: usize) -> Row<'_> {
+        let (nb, bytes) = (self.k / QK, if self.m.is_some() { self.k / 2 } else { self.k });
+        Row {
+            qs: &self.qs[j * bytes..(j + 1) * bytes],
+            d: &self.d[j * nb..(j + 1) * nb],
+            m: self.m.as_ref().map(|m| &m[j * nb..(j + 1) * nb]),
+        }
     }
 
     /// Matrices over the same input, one above the other: one product gives all their outputs,
@@ -151,12 +162,7 @@ impl Q8Matrix {
             let j0 = t * COLS_PER_TASK;
             for (dj, o) in out.chunks_exact_mut(b).enumerate() {
                 let j = j0 + dj;
-                let nb = self.k / QK;
-                let w = Row {
-                    qs: &self.qs[j * self.k..(j + 1) * self.k],
-                    d: &self.d[j * nb..(j + 1) * nb],
-                    m: self.m.as_ref().map(|m| &m[j * nb..(j + 1) * nb]),
-                };
+                let w = self.row(j);
                 #[cfg(target_arch = "x86_64")]
                 if vnni {
                     // SAFETY: the CPU has AVX-512 F/BW/VNNI (checked at run time).
@@ -224,8 +230,18 @@ fn dot_rows_scalar(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
         let (x, xd, xs) = (&a.qs[r * k..(r + 1) * k], &a.d[r * nb..(r + 1) * nb], &a.s[r * nb..(r + 1) * nb]);
         let mut acc = 0f32;
         for i in 0..nb {
-            let (wq, xq) = (&w.qs[i * QK..(i + 1) * QK], &x[i * QK..(i + 1) * QK]);
-            let isum: i32 = wq.iter().zip(xq).map(|(&p, &q)| p as i32 * q as i32).sum();
+            let xq = &x[i * QK..(i + 1) * QK];
+            let isum: i32 = match w.m {
+                None => w.qs[i * QK..(i + 1) * QK].iter().zip(xq).map(|(&p, &q)| p as i32 * q as i32).sum(),
+                Some(_) => {
+                    let nib = &w.qs[i * QK / 2..(i + 1) * QK / 2];
+                    let (lo, hi) = xq.split_at(QK / 2);
+                    nib.iter()
+                        .zip(lo.iter().zip(hi))
+                        .map(|(&b, (&l, &h))| (b as u8 & 0x0f) as i32 * l as i32 + (b as u8 >> 4) as i32 * h as i32)
+                        .sum()
+                }
+            };
             acc += isum as f32 * (w.d[i] * xd[i]);
             if let Some(m) = w.m {
                 acc += m[i] * xs[i];
@@ -270,7 +286,7 @@ mod x86 {
     ///
     /// With `OFFSET` (Q4 blocks: unsigned values, no sign trick) the blocks' `m · s` is added once
     /// per row at the end, a short dot product of the row's offsets and the activations' sums.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn dot_rows<const OFFSET: bool>(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
         let (wq, wd) = (w.qs, w.d);
         let wm = w.m.unwrap_or(&[]);
@@ -284,7 +300,17 @@ mod x86 {
             let rows = (b - r0).min(4);
             let mut acc = [_mm512_setzero_ps(); 4];
             for p in 0..k / 64 {
-                let wv = _mm512_loadu_si512(wq.as_ptr().add(p * 64) as *const __m512i);
+                let wv = if OFFSET {
+                    // 32 bytes of nibbles (two blocks) → 64 values in block order: 128-bit lanes
+                    // (block 0 low, block 0 high, block 1 low, block 1 high).
+                    let packed = _mm256_loadu_si256(wq.as_ptr().add(p * 32) as *const __m256i);
+                    let low = _mm256_and_si256(packed, _mm256_set1_epi8(0x0f));
+                    let high = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), _mm256_set1_epi8(0x0f));
+                    let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
+                    _mm512_shuffle_i64x2::<0b11_01_10_00>(v, v)
+                } else {
+                    _mm512_loadu_si512(wq.as_ptr().add(p * 64) as *const __m512i)
+                };
                 let (neg, aw) = if OFFSET { (0, wv) } else { (_mm512_movepi8_mask(wv), _mm512_abs_epi8(wv)) };
                 let dw = scales(wd.as_ptr().add(2 * p), idx);
                 for (i, acc) in acc.iter_mut().enumerate().take(rows) {
@@ -388,7 +414,7 @@ mod tests {
         let got = m.matmul(&x, 1);
         for j in 0..n {
             let mut o = [0f32];
-            let w = Row { qs: &m.qs[j * k..(j + 1) * k], d: &m.d[j * k / QK..(j + 1) * k / QK], m: None };
+            let w = m.row(j);
             dot_rows_scalar(&w, &acts, k, &mut o);
             assert!((got[j] - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()), "column {j}: {} vs {}", got[j], o[0]);
         }
@@ -421,11 +447,7 @@ mod tests {
                 assert!((alone[j] - want).abs() <= 0.01 * scale + 1e-4, "column {j}: {} vs {want}", alone[j]);
                 let acts = quantize(row, k);
                 let mut o = [0f32];
-                let w = Row {
-                    qs: &mat.qs[j * k..(j + 1) * k],
-                    d: &mat.d[j * k / QK..(j + 1) * k / QK],
-                    m: mat.m.as_ref().map(|m| &m[j * k / QK..(j + 1) * k / QK]),
-                };
+                let w = mat.row(j);
                 dot_rows_scalar(&w, &acts, k, &mut o);
                 assert!(
                     (alone[j] - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()),
