@@ -166,7 +166,8 @@ def browsers_of(wh: Path) -> list[int]:
 
 # Set in every doc2ci this harness starts, and so inherited by its chromedrivers: tests running
 # beside the harness start chromedrivers of their own, which are none of its business.
-MARK = f"DOC2CI_CRASH_HARNESS={os.getpid()}"
+MARK_KEY, MARK_VALUE = "DOC2CI_CRASH_HARNESS", str(os.getpid())
+MARK = f"{MARK_KEY}={MARK_VALUE}"
 
 
 def chromedrivers() -> set[int]:
@@ -285,7 +286,7 @@ def main() -> int:
     rng = random.Random(a.seed)
     base = Path(tempfile.mkdtemp(prefix="doc2ci-crash-"))
     env = dict(os.environ)
-    env[MARK.split("=")[0]] = MARK.split("=")[1]
+    env[MARK_KEY] = MARK_VALUE
     failures: list[str] = []
     report: dict = {"seed": a.seed, "kills": 0, "kills_by_stage": {}, "resumes": 0}
     try:

@@ -92,7 +92,8 @@ impl Q8Matrix {
             bail!("{kind:?} matrix ({n}, {k}): {} bytes, or k not a multiple of 64", bytes.len());
         }
         let blocks = n * k / QK;
-        let (mut qs, mut d) = (Vec::with_capacity(n * k), Vec::with_capacity(blocks));
+        let per_block = if kind == Blocks::Q8_0 { QK } else { QK / 2 };
+        let (mut qs, mut d) = (Vec::with_capacity(blocks * per_block), Vec::with_capacity(blocks));
         let mut m = (kind != Blocks::Q8_0).then(|| Vec::with_capacity(blocks));
         let half = |b: &[u8], i: usize| f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]));
         for b in bytes.chunks_exact(kind.bytes()) {
@@ -284,7 +285,7 @@ mod x86 {
     /// summed exactly in 32 bits, then scaled by w's and x's block scales into a float
     /// accumulator; one horizontal sum at the end.
     ///
-    /// With `OFFSET` (Q4 blocks: unsigned values, no sign trick) the blocks' `m · s` is added once
+    /// With `OFFSET` (Q4 blocks: packed nibbles, unsigned values, no sign trick) the blocks' `m · s` is added once
     /// per row at the end, a short dot product of the row's offsets and the activations' sums.
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn dot_rows<const OFFSET: bool>(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
@@ -294,11 +295,12 @@ mod x86 {
         let b = out.len();
         let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
         let zero = _mm512_setzero_si512();
-        // Rows four at a time: their accumulators stay in registers.
+        // Rows eight at a time (a whole batch of the embedded backend): their accumulators stay in
+        // registers, and each weight vector is loaded and unpacked once for all of them.
         let mut r0 = 0;
         while r0 < b {
-            let rows = (b - r0).min(4);
-            let mut acc = [_mm512_setzero_ps(); 4];
+            let rows = (b - r0).min(8);
+            let mut acc = [_mm512_setzero_ps(); 8];
             for p in 0..k / 64 {
                 let wv = if OFFSET {
                     // 32 bytes of nibbles (two blocks) → 64 values in block order: 128-bit lanes
