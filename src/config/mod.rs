@@ -1,0 +1,303 @@
+//! `pipeline.toml`: the declared study, parsed into types.
+//!
+//! Parsing is strict (unknown keys, wrong types) so a typo never silently runs the wrong study;
+//! every error names the file, the line and the key. Each part of the file has its module:
+//! [`sources`] and [`models`] (entries typed by their kind), [`stages`] (parameters), and
+//! [`spans`] (where a key is written, for messages).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+mod models;
+mod sources;
+mod spans;
+mod stages;
+#[cfg(test)]
+mod tests;
+
+pub use crate::backends::{GenKey, GenSettings};
+pub use stages::*;
+
+use spans::{Ctx, Entry};
+
+/// The whole study, with paths resolved against the config file's folder.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub file: PathBuf,
+    pub warehouse: PathBuf,
+    pub threads: usize,
+    pub services: Vec<Service>,
+    pub sources: Vec<Source>,
+    pub models: Vec<Model>,
+    pub stages: StageParams,
+    /// The request cache shared across studies (`None`: off); not part of any cache key.
+    pub request_cache: Option<crate::backends::CacheSettings>,
+    /// `[study] remote`: the object-storage URL the warehouse is mirrored to after each run.
+    pub remote: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Service {
+    pub name: String,
+    pub display: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Source {
+    pub name: String,
+    pub service: String,
+    pub kind: SourceKind,
+}
+
+/// Where a source's pairs come from; each kind carries only its own keys.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A file of pairs (or a folder written by `doc2ci export benchmark`).
+    Import(ImportSource),
+    /// A documentation site.
+    Crawl(CrawlSource),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportSource {
+    pub format: String,
+    pub path: PathBuf,
+    pub columns: BTreeMap<String, String>,
+    pub skip_bad_rows: bool,
+}
+
+impl Source {
+    pub fn crawl(&self) -> Option<&CrawlSource> {
+        match &self.kind {
+            SourceKind::Crawl(c) => Some(c),
+            SourceKind::Import(_) => None,
+        }
+    }
+    pub fn import(&self) -> Option<&ImportSource> {
+        match &self.kind {
+            SourceKind::Import(i) => Some(i),
+            SourceKind::Crawl(_) => None,
+        }
+    }
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            SourceKind::Import(_) => "import",
+            SourceKind::Crawl(_) => "crawl",
+        }
+    }
+}
+
+/// A `kind = "crawl"` source: which profile, which site, which backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrawlSource {
+    pub profile_name: String,
+    pub profile: doc2ci_crawl::Profile,
+    /// A folder doc2ci serves on loopback itself (the bundled documentation site).
+    pub serve: Option<PathBuf>,
+    /// Or the origin of a documentation site (`https://docs.example.com`).
+    pub url: Option<String>,
+    pub backend: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Model {
+    pub name: String,
+    pub family: Option<String>,
+    pub size_b: Option<f64>,
+    pub code: Option<bool>,
+    pub proprietary: Option<bool>,
+    /// A declared model this one was fine-tuned from (RQ6 compares them pair by pair).
+    pub base_model: Option<String>,
+    pub kind: ModelKind,
+}
+
+/// Where a model's outputs come from; each kind carries only its own settings.
+#[derive(Debug, Clone, Serialize)]
+pub enum ModelKind {
+    /// `backend = "import"`: a file of outputs answering one service's pairs of one source.
+    Import(ImportModel),
+    /// A generative backend (`crate::backends`): how to call the model.
+    Generate(GenSettings),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportModel {
+    pub path: PathBuf,
+    pub format: String,
+    pub service: String,
+    /// The source whose pair IDs the file's rows refer to.
+    pub source: String,
+    pub columns: BTreeMap<String, String>,
+    pub skip_bad_rows: bool,
+}
+
+impl Model {
+    pub fn gen(&self) -> Option<&GenSettings> {
+        match &self.kind {
+            ModelKind::Generate(g) => Some(g),
+            ModelKind::Import(_) => None,
+        }
+    }
+    pub fn import(&self) -> Option<&ImportModel> {
+        match &self.kind {
+            ModelKind::Import(i) => Some(i),
+            ModelKind::Generate(_) => None,
+        }
+    }
+    /// `import`, or the generative backend's name.
+    pub fn backend(&self) -> &str {
+        match &self.kind {
+            ModelKind::Import(_) => "import",
+            ModelKind::Generate(g) => &g.key.backend,
+        }
+    }
+}
+
+/// The document without its `[[sources]]` and `[[models]]` (typed by kind, see [`Entry`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    study: RawStudy,
+    #[serde(default)]
+    services: Vec<Spanned<RawService>>,
+    #[serde(default)]
+    stages: StageParams,
+    #[serde(default)]
+    /// Tables, not profiles yet: a profile with `base = "…"` gets its other keys from a built-in one.
+    profiles: BTreeMap<String, Spanned<toml::Table>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStudy {
+    warehouse: Spanned<String>,
+    #[serde(default)]
+    threads: Option<usize>,
+    /// A folder for the request cache shared across studies, or `"off"` (see `backends::cache`).
+    #[serde(default)]
+    request_cache: Option<String>,
+    /// Days an answer in the request cache stands (default: forever).
+    #[serde(default)]
+    request_cache_ttl_days: Option<f64>,
+    /// Object storage the warehouse is mirrored to (`src/remote.rs`).
+    #[serde(default)]
+    remote: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    name: Spanned<String>,
+    display: String,
+}
+
+const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
+/// A model's outputs as an OpenAI Batch output file (`vllm run-batch`, a provider's batch),
+/// answering `doc2ci export requests`: `custom_id` names the pair, sample and round.
+pub const BATCH_RESULTS: &str = "openai-batch";
+
+/// Partition values end up in folder names (`model=…`), so they must be path-safe.
+fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
+    if v.is_empty()
+        || !v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        || v.starts_with('.')
+    {
+        return Err(format!("{what} `{v}` must be non-empty and use only letters, digits, `.`, `_`, `-`"));
+    }
+    Ok(())
+}
+
+/// A declared service, by name, when `sp` names one.
+fn known_service(cx: &Ctx, services: &[Service], sp: &Spanned<String>, key: &str) -> Result<String> {
+    if services.iter().any(|x| x.name == *sp.get_ref()) {
+        return Ok(sp.get_ref().clone());
+    }
+    let names: Vec<_> = services.iter().map(|s| s.name.as_str()).collect();
+    cx.err(sp.span(), key, format!("unknown service `{}` (declared: {})", sp.get_ref(), names.join(", ")))
+}
+
+impl Config {
+    pub fn load(file: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read config {}", file.display()))?;
+        Self::parse(file, &text)
+    }
+
+    pub fn parse(file: &Path, text: &str) -> Result<Config> {
+        let cx = Ctx { file, text };
+        // Parsed once with spans; the entries are typed by their kind, the rest as one table.
+        let mut doc = toml::de::DeTable::parse(text).map_err(|e| cx.toml_error(&e))?;
+        let source_entries = Entry::take_all(&cx, doc.get_mut(), "sources")?;
+        let model_entries = Entry::take_all(&cx, doc.get_mut(), "models")?;
+        let raw: RawConfig =
+            RawConfig::deserialize(toml::de::Deserializer::from(doc)).map_err(|e| cx.toml_error(&e))?;
+        let base = file.parent().unwrap_or(Path::new("."));
+
+        let mut services = Vec::new();
+        let mut service_spans = Vec::new();
+        for s in raw.services {
+            let span = s.span();
+            let s = s.into_inner();
+            service_spans.push(s.name.span());
+            if let Err(m) = check_name("service name", s.name.get_ref()) {
+                return cx.err(s.name.span(), "services.name", m);
+            }
+            if services.iter().any(|x: &Service| x.name == *s.name.get_ref()) {
+                return cx.err(span, "services.name", format!("duplicate service `{}`", s.name.get_ref()));
+            }
+            services.push(Service { name: s.name.into_inner(), display: s.display });
+        }
+        let sources = sources::sources(&cx, source_entries, &services, &raw.profiles, &raw.stages.crawl)?;
+        let models = models::models(&cx, model_entries, &services, &sources)?;
+
+        if let Some(r) = &raw.study.remote {
+            if let Err(e) = crate::remote::check_url(r.get_ref()) {
+                return cx.err(r.span(), "study.remote", format!("{e:#}"));
+            }
+        }
+        let threads =
+            raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
+        raw.stages.check(&cx, &models)?;
+        // validate, score and lint know four services; any other name would silently get no rows (a typo
+        // hiding a whole service's results), so it is an error while either stage is on.
+        if raw.stages.validate.enabled || raw.stages.score.enabled || raw.stages.lint.enabled {
+            for (svc, span) in services.iter().zip(&service_spans) {
+                if svc.name.parse::<doc2ci_validate::Service>().is_err() {
+                    return cx.err(
+                        span.clone(),
+                        "services.name",
+                        format!(
+                            "unknown service `{}`: validate, score and lint know github-actions, circleci, gitlab-ci \
+                             and travis-ci (another name needs [stages.validate], [stages.score] and [stages.lint] \
+                             enabled = false)",
+                            svc.name
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(Config {
+            file: file.to_path_buf(),
+            warehouse: base.join(raw.study.warehouse.get_ref()),
+            request_cache: crate::backends::CacheSettings::resolve(
+                raw.study.request_cache.as_deref(),
+                raw.study.request_cache_ttl_days,
+                base,
+            ),
+            remote: raw.study.remote.as_ref().map(|r| r.get_ref().clone()),
+            threads,
+            services,
+            sources,
+            models,
+            stages: raw.stages,
+        })
+    }
+
+    pub fn service(&self, name: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.name == name)
+    }
+}

@@ -1,0 +1,179 @@
+use super::*;
+
+fn parse(s: &str) -> Result<Config> {
+    let dir = std::env::temp_dir();
+    Config::parse(&dir.join("pipeline.toml"), s)
+}
+
+#[test]
+fn unknown_key_names_line_and_key() {
+    let e = parse("[study]\nwarehouse = \"w\"\nwarehose = 1\n").unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("warehose"), "{e}");
+}
+
+#[test]
+fn unknown_service_names_its_line_while_validate_or_score_runs() {
+    let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
+    let e = parse(cfg).unwrap_err().to_string();
+    assert!(e.contains(":7:") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
+    let off = format!(
+        "{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
+    );
+    assert!(parse(&off).is_ok());
+}
+
+#[test]
+fn builtin_profiles_need_no_table_and_a_base_overrides_single_keys() {
+    let head = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"travis-ci\"\ndisplay = \"Travis CI\"\n";
+    let src = |profile: &str| {
+        format!("[[sources]]\nkind = \"crawl\"\nservice = \"travis-ci\"\nprofile = \"{profile}\"\nurl = \"https://docs.example.com\"\n")
+    };
+    let c = parse(&format!("{head}{}", src("travis-docs"))).unwrap();
+    let p = &c.sources[0].crawl().unwrap().profile;
+    assert_eq!(p.allowed_prefixes, ["/user/"]);
+    let mirror = "[profiles.mirror]\nbase = \"travis-docs\"\nallowed_prefixes = [\"/snapshot/user/\"]\nstart_urls = [\"/snapshot/user/tutorial/\"]\n";
+    let c = parse(&format!("{head}{}{mirror}", src("mirror"))).unwrap();
+    let p = &c.sources[0].crawl().unwrap().profile;
+    assert_eq!(
+        (p.allowed_prefixes.as_slice(), p.start_urls.as_slice()),
+        (&["/snapshot/user/".to_string()][..], &["/snapshot/user/tutorial/".to_string()][..])
+    );
+    assert_eq!(p.yaml_blocks, doc2ci_crawl::builtin("travis-docs").unwrap().yaml_blocks);
+    let e = parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis\"\n", src("mirror"))).unwrap_err().to_string();
+    assert!(
+        (e.contains(":11:") || e.contains(":12:"))
+            && e.contains("no built-in profile `travis`")
+            && e.contains("travis-docs"),
+        "{e}"
+    );
+    let e =
+        parse(&format!("{head}{}[profiles.mirror]\nbase = \"travis-docs\"\nyaml_block = [\"pre\"]\n", src("mirror")))
+            .unwrap_err()
+            .to_string();
+    assert!((e.contains(":11:") || e.contains(":12:")) && e.contains("yaml_block"), "{e}");
+    let e = parse(&format!("{head}{}", src("nope"))).unwrap_err().to_string();
+    assert!(e.contains("no profile `nope`") && e.contains("github-docs"), "{e}");
+}
+
+#[test]
+fn wrong_type_names_line() {
+    let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = 3\ndisplay = \"x\"\n").unwrap_err().to_string();
+    assert!(e.contains("line 4"), "{e}");
+}
+
+const HEAD: &str =
+    "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
+
+#[test]
+fn generative_models_parse_with_defaults_and_keys() {
+    let c = parse(&format!(
+        "{HEAD}[[models]]\nname = \"small\"\nbackend = \"embedded\"\nmax_tokens = 256\n\
+         [[models]]\nname = \"fleet\"\nbackend = \"openai\"\nbase_urls = [\"http://127.0.0.1:1/v1\", \"http://127.0.0.1:2/v1\"]\nmodel = \"qwen\"\napi_key_env = \"KEY_VAR\"\n\
+         temperature = 0.7\nsamples = 5\nfew_shot = 3\nretrieval = true\nconcurrency = 8\nrpm = 600\nprice_per_1k_input = 0.5\n[models.params]\ntop_p = 0.9\n\
+         [stages.repair]\nenabled = true\nmodel = \"small\"\n"
+    ))
+    .unwrap();
+    let e = c.models[0].gen().unwrap();
+    assert_eq!((e.key.temperature, e.key.samples, e.key.max_tokens, e.concurrency), (0.0, 1, 256, 8));
+    assert_eq!(e.services, ["github-actions"]);
+    let f = c.models[1].gen().unwrap();
+    assert_eq!(f.base_urls.len(), 2);
+    assert_eq!((f.key.model_id.as_str(), f.key.samples, f.key.few_shot, f.key.retrieval), ("qwen", 5, 3, 3));
+    assert_eq!(f.key.params["top_p"], 0.9);
+    assert_eq!(f.api_key_env.as_deref(), Some("KEY_VAR"));
+    assert!(c.stages.repair.enabled && c.stages.repair.rounds == 2);
+}
+
+#[test]
+fn base_model_may_be_declared_after_its_fine_tune() {
+    let c = parse(&format!("{HEAD}[[models]]\nname = \"ft\"\nbackend = \"embedded\"\nbase_model = \"base\"\n[[models]]\nname = \"base\"\nbackend = \"embedded\"\n")).unwrap();
+    assert_eq!(c.models[0].base_model.as_deref(), Some("base"));
+    assert_eq!(c.models[1].base_model, None);
+}
+
+#[test]
+fn generative_model_errors_name_line_and_key() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\n", ":6:", "base_url"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"localhost:8080\"\n", ":9:", "not an http"),
+        ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\napi_key_env = \"K\"\n", ":10:", "api_key_env"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = \"sk-123 secret\"\n", ":10:", "environment variable"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nsamples = 3\n", ":9:", "temperature"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmax_tokns = 3\n", "line 9", "max_tokns"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmodel = \"none.gguf\"\n", ":9:", "`none.gguf` does not exist"),
+        ("[[models]]\nname = \"x\"\nbackend = \"vllm\"\n", ":8:", "unknown backend"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\ntemperature = 5.0\n", ":9:", "between 0 and 2"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"llama\"\n", ":9:", "base model `llama` is not declared"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"x\"\n", ":9:", "names itself"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nformat = \"csv\"\n", ":9:", "`format` applies to the import backend, not embedded"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\ncolumns = { a = \"b\" }\n", ":10:", "`columns` applies to the import backend"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nmax_cost = 5.0\n", ":10:", "max_cost needs price_per_1k_input"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nprice_per_1k_input = 1.0\nmax_cost = -1.0\n", ":11:", "above 0"),
+        ("[[models]]\nname = \"x\"\nbackend = \"import\"\npath = \"o.csv\"\nmax_cost = 1.0\n", ":10:", "`max_cost`"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nfeedback = [\"lint\"]\n", ":9:", "must include \"schema\""),
+    ];
+    for (body, line, what) in cases {
+        let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();
+        assert!(e.contains(line) && e.contains(what), "{body}: {e}");
+    }
+}
+
+/// A key pasted where a variable name belongs, quoted or not, is never echoed.
+#[test]
+fn pasted_keys_are_not_echoed() {
+    for body in [
+        "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = \"sk-live-ABCDEF123\"\n",
+        "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_env = sk-live-ABCDEF123\n",
+        "[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"ftp://u:sk-live-ABCDEF123@h/v1?key=sk-live-ABCDEF123\"\n",
+    ] {
+        let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();
+        assert!(!e.contains("ABCDEF123"), "{e}");
+        assert!(e.contains("line 10") || e.contains(":10:") || e.contains(":9:"), "names the place: {e}");
+    }
+}
+
+#[test]
+fn missing_file_and_duplicate_model_name_line() {
+    let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[sources]]\nkind = \"import\"\nservice = \"github-actions\"\npath = \"nope.csv\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(":9:") && e.contains("nope.csv") && e.contains("sources.path"), "{e}");
+}
+
+/// Keys are typed by the entry's kind: a key of the other kind is named as such on its own line
+/// (keys without a span of their own used to be reported at the entry), any other is unknown.
+#[test]
+fn entry_keys_belong_to_their_kind() {
+    std::fs::write(std::env::temp_dir().join("pairs-kind.csv"), "a\n").unwrap();
+    let src = "[[sources]]\nkind = \"import\"\nservice = \"github-actions\"\npath = \"pairs-kind.csv\"\n";
+    let cases: &[(&str, &str, &str)] = &[
+        ("[[models]]\nname = \"x\"\nbackend = \"import\"\npath = \"o.csv\"\nrpm = 5\n", ":10:", "`rpm` applies to generative backends"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nskip_bad_rows = true\n", ":9:", "`skip_bad_rows` applies to the import backend"),
+        ("[[models]]\nname = \"x\"\nbackend = \"import\"\npath = \"o.csv\"\npathh = 1\n", "line 10", "pathh"),
+        ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\nparams = { top_p = 1 }\nnum_ctx = 4\n", "", "ok"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nnum_ctx = 4\n", ":10:", "`num_ctx` is a setting of ollama"),
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[models.params]\ntop_p = 1\n", ":9:", "takes no extra request parameters"),
+    ];
+    for (body, line, what) in cases {
+        let r = parse(&format!("{HEAD}{src}{body}"));
+        if *what == "ok" {
+            r.unwrap();
+            continue;
+        }
+        let e = r.unwrap_err().to_string();
+        let line = line.replace(":10:", ":14:").replace(":9:", ":13:").replace("line 10", "line 14");
+        assert!(e.contains(&line) && e.contains(what), "{body}: {e}");
+    }
+    let sources: &[(&str, &str, &str)] = &[
+        ("kind = \"import\"\nservice = \"github-actions\"\npath = \"pairs-kind.csv\"\nurl = \"https://docs.example.com\"\n", ":10:", "only crawl sources take this key"),
+        ("kind = \"crawl\"\nservice = \"github-actions\"\nprofile = \"travis-docs\"\nurl = \"https://docs.example.com\"\npath = \"p\"\n", ":11:", "takes `serve` or `url`, not this key"),
+        ("kind = \"crawl\"\nservice = \"github-actions\"\nprofile = \"travis-docs\"\nurl = \"https://docs.example.com\"\nskip_bad_rows = true\n", ":11:", "a crawl source has no columns"),
+        ("kind = \"crawl\"\nservice = \"github-actions\"\nprofile = \"travis-docs\"\nurll = \"https://docs.example.com\"\n", "line 10", "urll"),
+        ("kind = \"mirror\"\nservice = \"github-actions\"\n", ":7:", "unsupported kind `mirror`"),
+    ];
+    for (body, line, what) in sources {
+        let e = parse(&format!("{HEAD}[[sources]]\n{body}")).unwrap_err().to_string();
+        assert!(e.contains(line) && e.contains(what), "{body}: {e}");
+    }
+}
