@@ -56,13 +56,30 @@ print(f"prefill: ours {o['prompt_tokens_per_s']} tok/s, llama.cpp {p['prompt_tok
 PY
 # A partition's pairs decoded together (continuous batching in the backend; here the same batch API):
 # aggregate tokens/s of BATCH answers one after another against the same answers decoded in one batch.
+# The prompts are the study's for real llm4ci pairs (`Title: Description`), so they share only the
+# system prompt and the instructions, as a partition's prompts do: the 8 at the description-length
+# quantiles 1/16, 3/16, …, 15/16, so a partition's spread of lengths, not one outlier, sets the mix.
+PAIRS="${PAIRS:-../shared/data/llm4ci/GitHubActions_Docs.csv.gz}"
+DESCS=$(mktemp); trap 'rm -f "$DESCS"' EXIT
+python3 - "$PAIRS" "$DESCS" <<'PY'
+import csv, gzip, io, json, sys
+rows = list(csv.DictReader(io.TextIOWrapper(gzip.open(sys.argv[1]), encoding="utf-8")))
+rows.sort(key=lambda r: (len(r["Description"]), r["ID"]))
+picked = [rows[(2 * i + 1) * len(rows) // 16] for i in range(8)]
+json.dump([f"{r['Title']}: {r['Description']}" for r in picked], open(sys.argv[2], "w"))
+PY
 for b in ${BATCHES:-4 8}; do
-  AGG=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K" --batch "$b")
+  for reuse in "" --no-prefix-reuse; do
+  # shellcheck disable=SC2086
+  AGG=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K" --batch "$b" --descriptions "$DESCS" $reuse)
   echo "batched: $AGG"
   python3 - "$AGG" <<'PY'
 import json, sys
 a = json.loads(sys.argv[1])
 print(f"aggregate, {a['batch']} sequences: one at a time {a['one_at_a_time_tokens_per_s']} tok/s, "
-      f"batched {a['batched_tokens_per_s']} tok/s, ratio {a['ratio']}x (same tokens: {a['same_tokens']})")
+      f"batched {a['batched_tokens_per_s']} tok/s, ratio {a['ratio']}x (same tokens: {a['same_tokens']}; "
+      f"prefix reuse {'on' if a['prefix_reuse'] else 'off'}, {a['reused_positions_per_pass']} positions reused per pass); "
+      f"prefill {a['prefill_s']} s of each pass, decoding alone {a['decode_ratio']}x")
 PY
+  done
 done

@@ -47,11 +47,14 @@ fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(b)
 }
 
+/// The weights by their hash, and the decoder's numerics: outputs change with either.
 fn pins(g: &GenSettings) -> Vec<(String, String)> {
-    match &g.model_file {
+    let mut pins = match &g.model_file {
         Some(p) => content_hash(p).map(|h| vec![(g.key.model_id.clone(), h)]).unwrap_or_default(),
         None => assets::pinned_sha256(SMOLLM2_GGUF).map(|h| vec![(SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default(),
-    }
+    };
+    pins.push(("doc2ci-smollm numerics".into(), doc2ci_smollm::NUMERICS.into()));
+    pins
 }
 
 /// blake3 of a weights file, computed once per (path, size, mtime) in a process.

@@ -3,7 +3,7 @@
 //! (`pair_validations`). The checks are `stages/validate`'s; the schemas are pinned assets.
 //! Declared by [`super::quality`] and by repair, per generations partition.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use doc2ci_rows::{Generation, Pair, Validation};
 use doc2ci_validate::{Service, Validator};
 use rayon::prelude::*;
@@ -86,7 +86,7 @@ fn validation(
 ) -> Result<Validation> {
     let (parse_ok, schema_ok, errors, fragment) = match text {
         Some(t) => {
-            let r = v.validate(service, t).map_err(|e| anyhow!("{e}"))?;
+            let r = v.validate(service, t)?;
             (r.parse_ok, r.schema_ok, r.errors, r.fragment)
         }
         None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),

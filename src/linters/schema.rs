@@ -3,7 +3,7 @@
 //! `travis lint` command asks Travis's API). The rows say so with `tool = "schema"`: the same
 //! schema as validate, made fragment-aware by the completion rules.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use doc2ci_lint::{Finding, Verdict};
 use doc2ci_validate::Service;
 
@@ -23,7 +23,7 @@ fn lint(texts: &[&str], _limits: Limits) -> Result<Vec<Verdict>> {
     texts
         .iter()
         .map(|t| {
-            let r = v.validate(Service::TravisCi, t).map_err(|e| anyhow!("{e}"))?;
+            let r = v.validate(Service::TravisCi, t)?;
             let rule = if r.parse_ok { "schema" } else { "parse" };
             Ok(Verdict::Findings(
                 r.errors

@@ -10,18 +10,35 @@ pub fn allowed() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Cores no other runnable task holds at this moment: the kernel's count of runnable tasks
-/// (`/proc/loadavg`, fourth field) less the caller itself, taken from what the process may use.
-/// At least 1; all of them where the count cannot be read.
+/// Cores no other process's runnable task holds at this moment: the kernel's count of runnable
+/// tasks (`/proc/loadavg`, fourth field) less this process's own (the caller, and the model's
+/// threads still spinning after the last step), taken from what the process may use. At least 1;
+/// all of them where the count cannot be read.
 pub fn free() -> usize {
     let all = allowed();
     let running = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().nth(3).and_then(|f| f.split('/').next()?.parse::<usize>().ok()));
     match running {
-        Some(r) => all.saturating_sub(r.saturating_sub(1)).clamp(1, all),
+        Some(r) => all.saturating_sub(r.saturating_sub(own_running().max(1))).clamp(1, all),
         None => all,
     }
+}
+
+/// This process's threads in state R (running or runnable), the caller included.
+fn own_running() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 1 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        // `pid (comm) S …`: the state follows the last `)`, as comm may hold one.
+        .filter(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('R')))
+        .count()
+}
+
+/// `f` on as many threads as cores are free now: called per step, so a batch that runs for a
+/// minute follows the machine's load instead of the moment it started.
+pub fn on_free<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    pool(free()).install(f)
 }
 
 /// A pool of `n` threads (1 ≤ n ≤ [`allowed`]), built once per size.

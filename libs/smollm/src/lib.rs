@@ -3,8 +3,10 @@
 //! GGUF's tokens and merges like llama.cpp's `smollm` pre-tokenizer (candle's `TokenizerFromGguf` adds a GPT-2 prefix
 //! space and the model then answers `<|im_end|>` at once); prefill runs on f32 copies of the file's weights, a real
 //! GEMM; decoding runs our own integer kernel on the file's own blocks (`llama.rs`, `q8.rs`), several sequences per
-//! step: concurrent requests join one batch ([`backend`]), and each answer is the one it gets alone. Each step takes
-//! as many threads as cores are free (`cores.rs`).
+//! step: concurrent requests join one batch ([`backend`]), and each answer is the one it gets alone. A prompt
+//! prefills only what follows the whole chunks it shares with the previous prompt (the study's system prompt and
+//! instructions), its logits unchanged bit for bit ([`PREFILL_CHUNK`]). Each step takes as many threads as cores
+//! are free (`cores.rs`).
 //!
 //! Owns: running the weights it is given. Never fetches them (`doc2ci setup` does) or builds prompts.
 
@@ -22,6 +24,11 @@ use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
 pub mod cores;
 mod llama;
+pub use llama::{prefill_boundary, PREFILL_CHUNK};
+
+/// The decoder's numerics, in the cache key of every embedded generation: bumped whenever a
+/// change may move a logit (2: prefill in chunks at fixed positions, so shared prefixes reuse).
+pub const NUMERICS: &str = "2";
 mod q8;
 
 pub struct Embedded {
@@ -35,6 +42,12 @@ pub struct Embedded {
     pub weights_source: String,
     /// Positions the model takes, prompt and answer together.
     context: usize,
+    /// The last prompt's tokens and cache: the next prompt prefills only what follows the
+    /// prefix they share (the study's system prompt and instructions, few-shot examples).
+    last_prompt: std::sync::Mutex<Option<(Vec<u32>, llama::Cache)>>,
+    reuse: std::sync::atomic::AtomicBool,
+    /// Prompt positions taken from the previous prompt's cache instead of prefilled, in total.
+    reused: std::sync::atomic::AtomicUsize,
 }
 
 /// ChatML as the GGUF's `tokenizer.chat_template` spells it, including its default system prompt (inserted when the
@@ -249,7 +262,68 @@ impl Embedded {
         let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &Device::Cpu)
             .with_context(|| format!("loading {}", gguf.display()))?;
         let context = model.context;
-        Ok(Embedded { model, tokenizer, template, stop, name, weights_source, context })
+        Ok(Embedded {
+            model,
+            tokenizer,
+            template,
+            stop,
+            name,
+            weights_source,
+            context,
+            last_prompt: Default::default(),
+            reuse: true.into(),
+            reused: 0.into(),
+        })
+    }
+
+    /// Whether a prompt reuses the cache of the prefix it shares with the previous one (default
+    /// on; a prefix's keys and values are the same whichever prompt computed them). Either way
+    /// the next prompt has none to share.
+    pub fn reuse_prefixes(&self, on: bool) {
+        self.reuse.store(on, std::sync::atomic::Ordering::Relaxed);
+        *self.last_prompt.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// A cache already holding the longest prefix `ids` shares with the previous prompt (at
+    /// least the last token is left to prefill, for its logits), and how many positions it holds.
+    fn shared_prefix(&self, ids: &[u32]) -> llama::Cache {
+        if !self.reuse.load(std::sync::atomic::Ordering::Relaxed) {
+            return llama::Cache::default();
+        }
+        let last = self.last_prompt.lock().unwrap_or_else(|e| e.into_inner());
+        match last.as_ref() {
+            Some((prev, cache)) => {
+                let n = prev.iter().zip(ids).take_while(|(a, b)| a == b).count().min(ids.len().saturating_sub(1));
+                // Whole chunks only: the rest is then prefilled exactly as with the prefix.
+                let n = llama::prefill_boundary(n);
+                self.reused.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                cache.prefix(n)
+            }
+            None => llama::Cache::default(),
+        }
+    }
+
+    /// Prompt positions so far taken from a shared prefix instead of prefilled.
+    pub fn reused_positions(&self) -> usize {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn keep_prompt(&self, ids: &[u32], cache: &llama::Cache) {
+        if self.reuse.load(std::sync::atomic::Ordering::Relaxed) {
+            *self.last_prompt.lock().unwrap_or_else(|e| e.into_inner()) = Some((ids.to_vec(), cache.prefix(ids.len())));
+        }
+    }
+
+    /// The logits after `ids`, prefilled after the first `from` positions came from a cache of
+    /// them (0: the whole prompt at once): the check that reusing a prefix changes no logit.
+    pub fn prompt_logits(&self, ids: &[u32], from: usize) -> Result<Vec<f32>> {
+        cores::on_free(|| {
+            let mut cache = llama::Cache::default();
+            if from > 0 {
+                self.model.prefill(&ids[..from], &mut cache)?;
+            }
+            Ok(self.model.prefill(&ids[from..], &mut cache)?.to_vec1()?)
+        })
     }
 
     pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
@@ -279,7 +353,7 @@ impl Embedded {
     }
 
     /// Like `generate`, also returning the completion's token ids (for comparisons with llama.cpp).
-    /// Runs on as many threads as cores are free when it starts ([`cores::free`]).
+    /// Each step runs on as many threads as cores are free then ([`cores::on_free`]).
     pub fn generate_ids(
         &self,
         messages: &[Message],
@@ -287,7 +361,7 @@ impl Embedded {
         temperature: f32,
         seed: Option<u64>,
     ) -> Result<(Vec<u32>, Reply)> {
-        cores::pool(cores::free()).install(|| self.generate_here(messages, max_tokens, temperature, seed))
+        self.generate_here(messages, max_tokens, temperature, seed)
     }
 
     fn generate_here(
@@ -297,9 +371,9 @@ impl Embedded {
         temperature: f32,
         seed: Option<u64>,
     ) -> Result<(Vec<u32>, Reply)> {
-        let mut seq = self.start(messages, max_tokens, temperature, seed)?;
+        let mut seq = cores::on_free(|| self.start(messages, max_tokens, temperature, seed))?;
         while seq.finish.is_none() {
-            let logits = self.model.forward(&[seq.next], &mut seq.cache)?;
+            let logits = cores::on_free(|| self.model.forward(&[seq.next], &mut seq.cache))?;
             self.take(&mut seq, &logits)?;
         }
         self.finish(seq)
@@ -334,7 +408,9 @@ impl Embedded {
             seq.finish = Some("length");
             return Ok(seq);
         }
-        let logits = self.model.forward(&prompt_ids, &mut seq.cache)?;
+        seq.cache = self.shared_prefix(&prompt_ids);
+        let logits = self.model.prefill(&prompt_ids[seq.cache.pos..], &mut seq.cache)?;
+        self.keep_prompt(&prompt_ids, &seq.cache);
         self.take(&mut seq, &logits)?;
         Ok(seq)
     }
@@ -371,14 +447,14 @@ impl Embedded {
 
     /// Generates every request together: each sequence is prefilled alone, then all that are still
     /// running decode one token per step in one batch ([`llama::Llama::forward_batch`]). Each answer
-    /// is the one [`Self::generate_ids`] gives for it alone. Runs on the cores free when it starts.
+    /// is the one [`Self::generate_ids`] gives for it alone. Each step runs on the cores free then.
     pub fn generate_batch(&self, asks: &[Ask]) -> Vec<Result<(Vec<u32>, Reply)>> {
-        cores::pool(cores::free()).install(|| {
-            let mut seqs: Vec<Option<Result<Seq>>> =
-                asks.iter().map(|a| Some(self.start(&a.messages, a.max_tokens, a.temperature, a.seed))).collect();
-            self.decode_all(&mut seqs);
-            seqs.into_iter().map(|s| s.expect("every sequence kept").and_then(|s| self.finish(s))).collect()
-        })
+        let mut seqs: Vec<Option<Result<Seq>>> = asks
+            .iter()
+            .map(|a| Some(cores::on_free(|| self.start(&a.messages, a.max_tokens, a.temperature, a.seed))))
+            .collect();
+        self.decode_all(&mut seqs);
+        seqs.into_iter().map(|s| s.expect("every sequence kept").and_then(|s| self.finish(s))).collect()
     }
 
     /// Decodes every running sequence of `seqs` to its end, all together.
@@ -389,7 +465,7 @@ impl Embedded {
             if running.is_empty() {
                 return;
             }
-            if let Err(e) = self.step(&mut running) {
+            if let Err(e) = cores::on_free(|| self.step(&mut running)) {
                 // A failed step fails every sequence it held (they share the batch).
                 let msg = format!("{e:#}");
                 for s in seqs.iter_mut() {
@@ -461,10 +537,9 @@ fn serve(model: Arc<Embedded>, jobs: std::sync::mpsc::Receiver<Job>, max_batch: 
                 Err(_) => break,
             }
         }
-        let pool = cores::pool(cores::free());
         for j in arrived {
             let a = &j.ask;
-            match pool.install(|| model.start(&a.messages, a.max_tokens, a.temperature, a.seed)) {
+            match cores::on_free(|| model.start(&a.messages, a.max_tokens, a.temperature, a.seed)) {
                 Ok(seq) if seq.finish.is_none() => running.push((seq, j.reply)),
                 Ok(seq) => drop(j.reply.send(model.finish(seq))),
                 Err(e) => drop(j.reply.send(Err(e))),
@@ -476,7 +551,7 @@ fn serve(model: Arc<Embedded>, jobs: std::sync::mpsc::Receiver<Job>, max_batch: 
             continue;
         }
         let mut seqs: Vec<&mut Seq> = running.iter_mut().map(|(s, _)| s).collect();
-        if let Err(e) = pool.install(|| model.step(&mut seqs)) {
+        if let Err(e) = cores::on_free(|| model.step(&mut seqs)) {
             let msg = format!("{e:#}");
             for (_, reply) in running.drain(..) {
                 let _ = reply.send(Err(anyhow!("{msg}")));

@@ -20,6 +20,34 @@ use rayon::prelude::*;
 use crate::q8::{Blocks, Q8Matrix};
 use std::io::{Read, Seek};
 
+/// The first chunk of a prompt's prefill (see [`Llama::prefill`]); each next chunk ends at twice
+/// the position the last one ended at (64, 128, 256, 512), then every [`LONGEST_CHUNK`]. Prompts
+/// share their start (the study's system prompt and instructions, about 75 tokens; few-shot
+/// examples), and a prefix is reused in whole chunks; doubling keeps the chunks few, since each
+/// chunk's GEMMs pack every weight anew.
+pub const PREFILL_CHUNK: usize = 64;
+/// Longer chunks would hold a `(heads, chunk, positions)` score matrix of hundreds of MB on a
+/// long prompt (a 3,136-token description: 163 tokens/s in chunks up to 2,048).
+const LONGEST_CHUNK: usize = 512;
+
+/// The last chunk boundary at or before position `n`: where a reused prefix may end.
+pub fn prefill_boundary(n: usize) -> usize {
+    match n {
+        _ if n < PREFILL_CHUNK => 0,
+        _ if n < LONGEST_CHUNK => PREFILL_CHUNK << (n / PREFILL_CHUNK).ilog2(),
+        _ => n / LONGEST_CHUNK * LONGEST_CHUNK,
+    }
+}
+
+/// The first chunk boundary after position `pos`.
+fn next_boundary(pos: usize) -> usize {
+    match pos {
+        _ if pos < PREFILL_CHUNK => PREFILL_CHUNK,
+        _ if pos < LONGEST_CHUNK => 2 * prefill_boundary(pos),
+        _ => prefill_boundary(pos) + LONGEST_CHUNK,
+    }
+}
+
 /// `(1, s, in)` through an f32 `(out, in)` matrix: a prompt's projection, a real GEMM.
 fn dense_forward(w: &Tensor, x: &Tensor) -> Result<Tensor> {
     let b = x.dim(0)?;
@@ -114,6 +142,27 @@ impl Cache {
             kb[dst..dst + s * hd].copy_from_slice(&k[src..src + s * hd]);
             vb[dst..dst + s * hd].copy_from_slice(&v[src..src + s * hd]);
         }
+    }
+
+    /// A cache holding this one's first `n` positions (a prompt prefix another prompt shares).
+    pub fn prefix(&self, n: usize) -> Cache {
+        let n = n.min(self.pos);
+        let mut c = Cache::default();
+        if n == 0 {
+            return c;
+        }
+        c.reserve(self.layers.len(), self.kv_heads, self.hd, n);
+        for l in 0..self.layers.len() {
+            for h in 0..self.kv_heads {
+                let (k, v) = self.head(l, h);
+                let (kc, vc) = &mut c.layers[l];
+                let at = h * c.cap * self.hd;
+                kc[at..at + n * self.hd].copy_from_slice(&k[..n * self.hd]);
+                vc[at..at + n * self.hd].copy_from_slice(&v[..n * self.hd]);
+            }
+        }
+        c.pos = n;
+        c
     }
 
     /// Keys and values of key/value head `h` in layer `l`, one row of `head_dim` per position.
@@ -255,7 +304,28 @@ impl Llama {
     /// logits of the last position, `(vocab)`.
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
         let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
-        Ok(self.run(&x, &mut [cache])?.squeeze(0)?)
+        Ok(self.run(&x, &mut [cache], false)?.squeeze(0)?)
+    }
+
+    /// A prompt's tokens (or what follows the prefix its cache holds) through the f32 prefill,
+    /// even a single one: its logits are the ones the whole prompt prefilled at once gives.
+    ///
+    /// Positions go through in chunks that end at fixed positions ([`prefill_boundary`]), whatever
+    /// the cache held before: a GEMM's sums depend on how many rows it multiplies, so a prompt's
+    /// logits are then the same bit for bit whether a shared prefix (a whole number of chunks)
+    /// came from a cache or was prefilled with it.
+    pub fn prefill(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
+        let mut rest = tokens;
+        loop {
+            let room = next_boundary(cache.pos) - cache.pos;
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            let x = Tensor::new(now, &Device::Cpu)?.unsqueeze(0)?;
+            let logits = self.run(&x, &mut [&mut *cache], true)?.squeeze(0)?;
+            if later.is_empty() {
+                return Ok(logits);
+            }
+            rest = later;
+        }
     }
 
     /// One next token for each sequence, `tokens[i]` at position `caches[i].pos`. Returns `(b, vocab)`.
@@ -264,11 +334,11 @@ impl Llama {
             bail!("{} tokens for {} sequences", tokens.len(), caches.len());
         }
         let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(1)?;
-        self.run(&x, caches)
+        self.run(&x, caches, false)
     }
 
     /// `tokens`: `(b, s)` ids, one row per cache; several rows only with `s == 1`.
-    fn run(&self, tokens: &Tensor, caches: &mut [&mut Cache]) -> Result<Tensor> {
+    fn run(&self, tokens: &Tensor, caches: &mut [&mut Cache], prompt: bool) -> Result<Tensor> {
         let (b, s) = tokens.dims2()?;
         if b != 1 && s != 1 {
             bail!("a batch of {b} sequences takes one token each, not {s}");
@@ -278,14 +348,11 @@ impl Llama {
             if c.pos + s > self.context {
                 bail!("position {} is past the model's context of {}", c.pos + s, self.context);
             }
-            if s > 1 && c.pos > 0 {
-                bail!("a prompt is prefilled into an empty cache");
-            }
             c.reserve(self.layers.len(), kv_heads, hd, c.pos + s);
         }
         let dim = self.embeddings.dim(1)?;
         let x = self.embeddings.index_select(&tokens.flatten_all()?, 0)?;
-        if s == 1 {
+        if s == 1 && !prompt {
             return self.decode(x.flatten_all()?.to_vec1()?, caches);
         }
         let mut x = x.reshape((b, s, dim))?;
@@ -337,20 +404,33 @@ impl Llama {
     }
 
     /// A prompt's causal attention on candle tensors (one GEMM per head group); its keys and
-    /// values then go into the sequence's cache.
+    /// values then go into the sequence's cache. The cache may already hold a prefix of the
+    /// prompt (`c.pos` positions, [`Cache::prefix`]): the new tokens then attend to it as well.
     fn prefill_attention(&self, l: usize, q: &Tensor, k: &Tensor, v: &Tensor, c: &mut Cache) -> Result<Tensor> {
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let s = q.dim(1)?;
+        let (s, start) = (q.dim(1)?, c.pos);
         let split =
             |t: &Tensor, n: usize| -> Result<Tensor> { Ok(t.reshape((1, s, n, hd))?.transpose(1, 2)?.contiguous()?) };
-        let (cos, sin) = (self.cos.narrow(0, 0, s)?, self.sin.narrow(0, 0, s)?);
+        let (cos, sin) = (self.cos.narrow(0, start, s)?, self.sin.narrow(0, start, s)?);
         let q = candle_nn::rotary_emb::rope_i(&split(q, heads)?, &cos, &sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&split(k, kv_heads)?, &cos, &sin)?;
-        let v = split(v, kv_heads)?;
-        c.write(l, 0, &k.flatten_all()?.to_vec1::<f32>()?, &v.flatten_all()?.to_vec1::<f32>()?, s);
+        let mut k = candle_nn::rotary_emb::rope_i(&split(k, kv_heads)?, &cos, &sin)?;
+        let mut v = split(v, kv_heads)?;
+        c.write(l, start, &k.flatten_all()?.to_vec1::<f32>()?, &v.flatten_all()?.to_vec1::<f32>()?, s);
+        if start > 0 {
+            // Every position so far, as the cache holds them: `(1, kv_heads, start + s, hd)`.
+            let t = start + s;
+            let (mut kk, mut vv) = (Vec::with_capacity(kv_heads * t * hd), Vec::with_capacity(kv_heads * t * hd));
+            for h in 0..kv_heads {
+                let (kh, vh) = c.head(l, h);
+                kk.extend_from_slice(&kh[..t * hd]);
+                vv.extend_from_slice(&vh[..t * hd]);
+            }
+            k = Tensor::from_vec(kk, (1, kv_heads, t, hd), q.device())?;
+            v = Tensor::from_vec(vv, (1, kv_heads, t, hd), q.device())?;
+        }
         let k = repeat_kv(&k, heads / kv_heads)?;
         let v = repeat_kv(&v, heads / kv_heads)?;
-        let att = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.broadcast_add(&causal_mask(s, 0, q.device())?)?;
+        let att = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.broadcast_add(&causal_mask(s, start, q.device())?)?;
         let att = candle_nn::ops::softmax_last_dim(&att)?;
         Ok(att.matmul(&v)?.transpose(1, 2)?.reshape((1, s, heads * hd))?)
     }

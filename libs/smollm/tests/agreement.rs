@@ -199,3 +199,55 @@ async fn futures_join(
     }
     out
 }
+
+/// Prompts of one study share their system prompt and instructions: a prompt prefills only what
+/// follows the prefix it shares with the previous one, and every greedy token is the one a model
+/// that prefills each prompt whole gives.
+#[test]
+fn a_shared_prompt_prefix_is_reused_and_changes_no_token() {
+    let reusing = Embedded::load(&gguf()).unwrap();
+    let whole = Embedded::load(&gguf()).unwrap();
+    whole.reuse_prefixes(false);
+    let r = reference();
+    let study = messages(&r["chats"][0]["messages"]);
+    let task = study[1].content.split("\n\n").next().unwrap().to_string();
+    let descriptions = [
+        "Run the test suite on every push to main with Node.js 20.",
+        "Build a Docker image on tags and push it to the registry.",
+        "Cache pip dependencies between jobs and run pytest on Python 3.12.",
+        "Deploy the site to pages when the docs folder changes.",
+    ];
+    for d in descriptions {
+        let msgs = vec![study[0].clone(), Message::new("user", format!("{task}\n\n{d}"))];
+        let (got, reply) = reusing.generate_ids(&msgs, 48, 0.0, None).unwrap();
+        let (want, _) = whole.generate_ids(&msgs, 48, 0.0, None).unwrap();
+        assert_eq!(got, want, "tokens for {d:?}: {}", reply.text);
+        // Sampling reads every logit: the same seed draws the same tokens only from the same logits.
+        let (got, _) = reusing.generate_ids(&msgs, 48, 1.0, Some(5)).unwrap();
+        let (want, _) = whole.generate_ids(&msgs, 48, 1.0, Some(5)).unwrap();
+        assert_eq!(got, want, "sampled tokens for {d:?}");
+    }
+    // Every prompt after the first shares at least the system prompt and the instructions.
+    let shared = reusing.tokenize(&reusing.prompt(&[study[0].clone(), Message::new("user", task.clone())])).unwrap();
+    assert!(
+        reusing.reused_positions() >= 7 * doc2ci_smollm::prefill_boundary(shared.len() - 8),
+        "{} positions reused, the shared prefix has about {}",
+        reusing.reused_positions(),
+        shared.len()
+    );
+    assert_eq!(whole.reused_positions(), 0);
+    // The logits themselves, bit for bit, after every whole number of chunks taken from a cache.
+    // A long prompt: chunks of every length.
+    let long = format!("{}\n\n{}", study[1].content, descriptions.join(" ").repeat(8));
+    let ids = whole.tokenize(&whole.prompt(&[study[0].clone(), Message::new("user", long)])).unwrap();
+    assert!(ids.len() > 600, "{} positions", ids.len());
+    let all = whole.prompt_logits(&ids, 0).unwrap();
+    let mut starts: Vec<usize> = (1..ids.len()).map(doc2ci_smollm::prefill_boundary).filter(|&b| b > 0).collect();
+    starts.dedup();
+    assert_eq!(starts, [64, 128, 256, 512], "chunks end at doubling positions");
+    for from in starts {
+        let got = whole.prompt_logits(&ids, from).unwrap();
+        let same = all.iter().zip(&got).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+        assert_eq!(same, all.len(), "logits after a cached prefix of {from} of {} positions", ids.len());
+    }
+}
