@@ -229,9 +229,9 @@ fn resolve_profile(
             let parsed = match table.remove("base") {
                 Some(toml::Value::String(b)) => match doc2ci_crawl::builtin(&b) {
                     Some(base) => {
-                        let o = serde_json::to_value(&table).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        let o = serde_json::to_value(&table)?;
                         let serde_json::Value::Object(o) = o else { unreachable!("a table is an object") };
-                        doc2ci_crawl::with_overrides(&base, o)
+                        doc2ci_crawl::with_overrides(&base, o).map_err(|e| e.0)
                     }
                     None => {
                         return cx.err(

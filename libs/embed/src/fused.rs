@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::{bail, Context, Result};
+use crate::error::{fail, Error, Result};
 use candle_core::{DType, Tensor};
 use gemm::Parallelism;
 use rayon::prelude::*;
@@ -24,15 +24,18 @@ impl Config {
     pub fn from_json(text: &str) -> Result<Self> {
         let v: serde_json::Value = serde_json::from_str(text)?;
         let get = |k: &str| -> Result<usize> {
-            v.get(k).and_then(|x| x.as_u64()).map(|x| x as usize).with_context(|| format!("config lacks {k}"))
+            v.get(k)
+                .and_then(|x| x.as_u64())
+                .map(|x| x as usize)
+                .ok_or_else(|| Error::Unsupported(format!("config lacks {k}")))
         };
         let act = v.get("hidden_act").and_then(|x| x.as_str()).unwrap_or("gelu");
         if act != "gelu" {
-            bail!("hidden_act {act:?} is not supported (only BERT's erf GELU)");
+            fail!(Unsupported, "hidden_act {act:?} is not supported (only BERT's erf GELU)");
         }
         let pos = v.get("position_embedding_type").and_then(|x| x.as_str()).unwrap_or("absolute");
         if pos != "absolute" {
-            bail!("position_embedding_type {pos:?} is not supported");
+            fail!(Unsupported, "position_embedding_type {pos:?} is not supported");
         }
         let cfg = Config {
             hidden: get("hidden_size")?,
@@ -43,7 +46,7 @@ impl Config {
             eps: v.get("layer_norm_eps").and_then(|x| x.as_f64()).unwrap_or(1e-12) as f32,
         };
         if cfg.heads == 0 || !cfg.hidden.is_multiple_of(cfg.heads) {
-            bail!("hidden_size {} is not a multiple of num_attention_heads {}", cfg.hidden, cfg.heads);
+            fail!(Unsupported, "hidden_size {} is not a multiple of num_attention_heads {}", cfg.hidden, cfg.heads);
         }
         Ok(cfg)
     }
@@ -103,9 +106,9 @@ impl Encoder {
             let tensor = t
                 .get(name)
                 .or_else(|| t.get(&format!("bert.{name}")))
-                .with_context(|| format!("weights lack {name}"))?;
+                .ok_or_else(|| Error::Unsupported(format!("weights lack {name}")))?;
             if tensor.dims() != shape {
-                bail!("weight {name} has shape {:?}, expected {shape:?}", tensor.dims());
+                fail!(Unsupported, "weight {name} has shape {:?}, expected {shape:?}", tensor.dims());
             }
             Ok(tensor.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
         };
@@ -303,8 +306,10 @@ impl Encoder {
 }
 
 fn t_rows(t: &HashMap<String, Tensor>, name: &str) -> Result<usize> {
-    let tensor =
-        t.get(name).or_else(|| t.get(&format!("bert.{name}"))).with_context(|| format!("weights lack {name}"))?;
+    let tensor = t
+        .get(name)
+        .or_else(|| t.get(&format!("bert.{name}")))
+        .ok_or_else(|| Error::Unsupported(format!("weights lack {name}")))?;
     Ok(tensor.dims().first().copied().unwrap_or(0))
 }
 

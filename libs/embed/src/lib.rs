@@ -11,12 +11,15 @@
 //! - [`Backend::Candle`]: candle-transformers' `BertModel` on length-sorted, padded batches; kept as the
 //!   independent second implementation the tests compare the fused path against.
 
+pub mod error;
 mod fused;
 mod simd;
 
+pub use error::Error;
+
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use crate::error::{fail, Result, Within};
 use candle_core::{DType, Device, Tensor};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
@@ -67,18 +70,22 @@ impl Embedder {
 
     pub fn load_with(model: &Path, tokenizer: &Path, config: &Path, opts: Options) -> Result<Self> {
         if opts.batch_tokens < MAX_TOKENS {
-            bail!("batch_tokens must be at least {MAX_TOKENS} (one full-length text)");
+            fail!(Options, "batch_tokens must be at least {MAX_TOKENS} (one full-length text)");
         }
         if opts.batch_size == 0 {
-            bail!("batch_size must be at least 1");
+            fail!(Options, "batch_size must be at least 1");
         }
         let pool = match opts.threads {
             0 => None,
-            n => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build().context("starting embedding threads")?),
+            n => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .within(|| "starting embedding threads".into())?,
+            ),
         };
         let mut tok = Tokenizer::from_file(tokenizer)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("loading tokenizer {}", tokenizer.display()))?;
+            .map_err(|e| Error::Tokenizer(format!("loading tokenizer {}: {e}", tokenizer.display())))?;
         // tokenizer.json ships truncation 128 + fixed padding 128; sentence-transformers overrides both
         // (SPEC §9), and so must we or the embeddings drift far from the peer's.
         tok.with_truncation(Some(TruncationParams {
@@ -87,21 +94,21 @@ impl Embedder {
             stride: 0,
             direction: TruncationDirection::Right,
         }))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| Error::Tokenizer(e.to_string()))?;
         tok.with_padding(None);
 
         let cfg_text =
-            std::fs::read_to_string(config).with_context(|| format!("reading model config {}", config.display()))?;
+            std::fs::read_to_string(config).within(|| format!("reading model config {}", config.display()))?;
         let bert_cfg: candle_transformers::models::bert::Config =
-            serde_json::from_str(&cfg_text).with_context(|| format!("parsing model config {}", config.display()))?;
-        let cfg = fused::Config::from_json(&cfg_text)
-            .with_context(|| format!("parsing model config {}", config.display()))?;
+            serde_json::from_str(&cfg_text).within(|| format!("parsing model config {}", config.display()))?;
+        let cfg =
+            fused::Config::from_json(&cfg_text).within(|| format!("parsing model config {}", config.display()))?;
         if cfg.max_positions < MAX_TOKENS {
-            bail!("model supports only {} positions, need {MAX_TOKENS}", cfg.max_positions);
+            fail!(Unsupported, "model supports only {} positions, need {MAX_TOKENS}", cfg.max_positions);
         }
         let dim = cfg.hidden;
         let tensors = candle_core::safetensors::load(model, &Device::Cpu)
-            .with_context(|| format!("loading weights {}", model.display()))?;
+            .within(|| format!("loading weights {}", model.display()))?;
         let model = match opts.backend {
             Backend::Fused => Model::Fused(fused::Encoder::from_tensors(&cfg, &tensors)?),
             Backend::Candle => {
@@ -109,7 +116,7 @@ impl Embedder {
                 // Checkpoints exported from a BertForX model carry a "bert." prefix; this one has none.
                 let m = candle_transformers::models::bert::BertModel::load(vb.clone(), &bert_cfg)
                     .or_else(|_| candle_transformers::models::bert::BertModel::load(vb.pp("bert"), &bert_cfg))
-                    .context("building candle BertModel")?;
+                    .within(|| "building candle BertModel".into())?;
                 Model::Candle(m)
             }
         };
@@ -122,7 +129,10 @@ impl Embedder {
 
     /// Word-piece ids (with [CLS]/[SEP], truncated at 256) exactly as the model sees them.
     pub fn token_ids(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| anyhow::anyhow!("tokenizing: {e}"))?;
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Tokenizer(format!("tokenizing: {e}")))?;
         Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 

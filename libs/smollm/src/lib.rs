@@ -16,14 +16,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{fail, Result, Within};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
 pub mod cores;
+pub mod error;
 mod llama;
+pub use error::Error;
 pub use llama::{prefill_boundary, PREFILL_CHUNK};
 
 /// The decoder's numerics, in the cache key of every embedded generation: bumped whenever a
@@ -60,7 +62,8 @@ pub struct ChatTemplate {
 impl ChatTemplate {
     pub fn from_jinja(t: &str) -> Result<ChatTemplate> {
         if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && t.contains("message['role']")) {
-            bail!(
+            fail!(
+                Unsupported,
                 "chat template is not ChatML (only ChatML is supported): {}",
                 t.chars().take(200).collect::<String>()
             );
@@ -99,13 +102,21 @@ fn unescape_jinja(s: &str) -> String {
 }
 
 fn md_str<'a>(ct: &'a gguf_file::Content, k: &str) -> Result<&'a String> {
-    ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_string().map_err(|e| anyhow!("GGUF {k}: {e}"))
+    ct.metadata
+        .get(k)
+        .ok_or_else(|| Error::Unsupported(format!("GGUF has no {k}")))?
+        .to_string()
+        .within(|| format!("GGUF {k}"))
 }
 
 fn md_strings(ct: &gguf_file::Content, k: &str) -> Result<Vec<String>> {
-    let v =
-        ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_vec().map_err(|e| anyhow!("GGUF {k}: {e}"))?;
-    v.iter().map(|x| x.to_string().cloned().map_err(|e| anyhow!("GGUF {k}: {e}"))).collect()
+    let v = ct
+        .metadata
+        .get(k)
+        .ok_or_else(|| Error::Unsupported(format!("GGUF has no {k}")))?
+        .to_vec()
+        .within(|| format!("GGUF {k}"))?;
+    v.iter().map(|x| x.to_string().cloned().within(|| format!("GGUF {k}"))).collect()
 }
 
 /// Byte-level BPE from the GGUF's vocabulary and merges, pre-tokenized like llama.cpp's `smollm`/`starcoder`
@@ -115,7 +126,7 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
     use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence, PreTokenizerWrapper};
     let model = md_str(ct, "tokenizer.ggml.model")?;
     if model != "gpt2" {
-        bail!("tokenizer.ggml.model is {model:?}; only byte-level BPE (gpt2) is supported");
+        fail!(Unsupported, "tokenizer.ggml.model is {model:?}; only byte-level BPE (gpt2) is supported");
     }
     let pre = ct.metadata.get("tokenizer.ggml.pre").and_then(|v| v.to_string().ok()).cloned().unwrap_or_default();
     let split_digits =
@@ -130,10 +141,15 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
     let merges: Vec<(String, String)> = merges
         .iter()
         .map(|m| {
-            m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| anyhow!("bad merge {m:?}"))
+            m.split_once(' ')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or_else(|| Error::Unsupported(format!("bad merge {m:?}")))
         })
         .collect::<Result<_>>()?;
-    let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| anyhow!("BPE from GGUF: {e}"))?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|e| Error::Tokenizer(format!("BPE from GGUF: {e}")))?;
     let mut tok = tokenizers::Tokenizer::new(bpe);
     let byte_level = ByteLevel::new(false, true, true);
     let mut pres: Vec<PreTokenizerWrapper> = Vec::new();
@@ -149,7 +165,7 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
         .filter(|(_, &t)| t == 3)
         .map(|(s, _)| tokenizers::AddedToken::from(s.clone(), true))
         .collect();
-    tok.add_special_tokens(specials).map_err(|e| anyhow::anyhow!("adding the GGUF's special tokens: {e}"))?;
+    tok.add_special_tokens(specials).map_err(|e| Error::Tokenizer(format!("adding the GGUF's special tokens: {e}")))?;
     Ok(tok)
 }
 
@@ -169,8 +185,7 @@ pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek))
         let q = ct.tensor(reader, name, &dev)?;
         let q = match q.dtype() {
             GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
-                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0)
-                    .with_context(|| format!("re-quantizing {name}"))?
+                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0).within(|| format!("re-quantizing {name}"))?
             }
             _ => q,
         };
@@ -197,9 +212,9 @@ fn q8_weights(gguf: &Path) -> Result<(Vec<u8>, String)> {
             }
         }
     }
-    let mut r = BufReader::new(File::open(gguf).with_context(|| format!("opening {}", gguf.display()))?);
-    let ct = gguf_file::Content::read(&mut r).map_err(|e| anyhow!("{}: not a GGUF file: {e}", gguf.display()))?;
-    let bytes = convert_to_q8_0(&ct, &mut r).with_context(|| format!("converting {} to Q8_0", gguf.display()))?;
+    let mut r = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
+    let ct = gguf_file::Content::read(&mut r).within(|| format!("{}: not a GGUF file", gguf.display()))?;
+    let bytes = convert_to_q8_0(&ct, &mut r).within(|| format!("converting {} to Q8_0", gguf.display()))?;
     // Atomic publish; a read-only assets folder just means converting again next time (≈1 s).
     let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
     let source = if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &cache).is_ok() {
@@ -237,8 +252,8 @@ impl Embedded {
     pub fn load(gguf: &Path) -> Result<Embedded> {
         let (bytes, weights_source) = q8_weights(gguf)?;
         let mut r = Cursor::new(&bytes);
-        let ct = gguf_file::Content::read(&mut r).map_err(|e| anyhow!("{weights_source}: {e}"))?;
-        let tokenizer = tokenizer_from_gguf(&ct).with_context(|| format!("tokenizer of {}", gguf.display()))?;
+        let ct = gguf_file::Content::read(&mut r).within(|| weights_source.clone())?;
+        let tokenizer = tokenizer_from_gguf(&ct).within(|| format!("tokenizer of {}", gguf.display()))?;
         let template = ChatTemplate::from_jinja(md_str(&ct, "tokenizer.chat_template")?)?;
         let mut stop = Vec::new();
         for t in ["<|im_end|>", "<|endoftext|>"] {
@@ -256,11 +271,10 @@ impl Embedded {
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
         // The prefill weights come from the original file, exactly as quantized there.
-        let mut orig = BufReader::new(File::open(gguf).with_context(|| format!("opening {}", gguf.display()))?);
-        let orig_ct =
-            gguf_file::Content::read(&mut orig).map_err(|e| anyhow!("{}: not a GGUF file: {e}", gguf.display()))?;
+        let mut orig = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
+        let orig_ct = gguf_file::Content::read(&mut orig).within(|| format!("{}: not a GGUF file", gguf.display()))?;
         let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &Device::Cpu)
-            .with_context(|| format!("loading {}", gguf.display()))?;
+            .within(|| format!("loading {}", gguf.display()))?;
         let context = model.context;
         Ok(Embedded {
             model,
@@ -332,7 +346,12 @@ impl Embedded {
 
     /// Token ids as llama.cpp gives them with `parse_special = true` and no BOS (SmolLM2 adds none).
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self.tokenizer.encode(text, false).map_err(|e| anyhow!("tokenizing: {e}"))?.get_ids().to_vec())
+        Ok(self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| Error::Tokenizer(format!("tokenizing: {e}")))?
+            .get_ids()
+            .to_vec())
     }
 
     pub fn prompt(&self, messages: &[Message]) -> String {
@@ -385,7 +404,8 @@ impl Embedded {
         let prompt = self.prompt(messages);
         let prompt_ids = self.tokenize(&prompt)?;
         if prompt_ids.len() >= self.context {
-            bail!(
+            fail!(
+                Request,
                 "{}: prompt has {} tokens; the embedded model takes at most {}",
                 self.name,
                 prompt_ids.len(),
@@ -432,7 +452,7 @@ impl Embedded {
     }
 
     fn finish(&self, seq: Seq) -> Result<(Vec<u32>, Reply)> {
-        let text = self.tokenizer.decode(&seq.out, true).map_err(|e| anyhow!("decoding: {e}"))?;
+        let text = self.tokenizer.decode(&seq.out, true).map_err(|e| Error::Tokenizer(format!("decoding: {e}")))?;
         let reply = Reply {
             text,
             prompt_tokens: Some(seq.prompt_tokens as u32),
@@ -467,10 +487,10 @@ impl Embedded {
             }
             if let Err(e) = cores::on_free(|| self.step(&mut running)) {
                 // A failed step fails every sequence it held (they share the batch).
-                let msg = format!("{e:#}");
+                let msg = e.to_string();
                 for s in seqs.iter_mut() {
                     if matches!(s, Some(Ok(q)) if q.finish.is_none()) {
-                        *s = Some(Err(anyhow!("{msg}")));
+                        *s = Some(Err(Error::Request(msg.clone())));
                     }
                 }
                 return;
@@ -552,9 +572,9 @@ fn serve(model: Arc<Embedded>, jobs: std::sync::mpsc::Receiver<Job>, max_batch: 
         }
         let mut seqs: Vec<&mut Seq> = running.iter_mut().map(|(s, _)| s).collect();
         if let Err(e) = cores::on_free(|| model.step(&mut seqs)) {
-            let msg = format!("{e:#}");
+            let msg = e.to_string();
             for (_, reply) in running.drain(..) {
-                let _ = reply.send(Err(anyhow!("{msg}")));
+                let _ = reply.send(Err(Error::Request(msg.clone())));
             }
             continue;
         }

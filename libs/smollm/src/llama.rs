@@ -11,7 +11,7 @@
 //! as a sequence alone (row-wise norms, per-row products, per-head attention), so a sequence's
 //! tokens do not depend on which others share its batch.
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{fail, Error, Result, Within};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 
@@ -194,8 +194,12 @@ pub struct Llama {
 }
 
 fn meta_u32(ct: &gguf_file::Content, k: &str) -> Result<usize> {
-    Ok(ct.metadata.get(k).ok_or_else(|| anyhow!("GGUF has no {k}"))?.to_u32().map_err(|e| anyhow!("{k}: {e}"))?
-        as usize)
+    Ok(ct
+        .metadata
+        .get(k)
+        .ok_or_else(|| Error::Unsupported(format!("GGUF has no {k}")))?
+        .to_u32()
+        .within(|| k.to_string())? as usize)
 }
 
 fn meta_f32(ct: &gguf_file::Content, k: &str) -> Option<f32> {
@@ -214,7 +218,7 @@ impl Llama {
         let (qct, qr) = q8;
         let arch = ct.metadata.get("general.architecture").and_then(|v| v.to_string().ok()).cloned();
         if arch.as_deref() != Some("llama") {
-            bail!("architecture {arch:?}: the embedded model runs llama-architecture GGUFs only");
+            fail!(Unsupported, "architecture {arch:?}: the embedded model runs llama-architecture GGUFs only");
         }
         let heads = meta_u32(ct, "llama.attention.head_count")?;
         let kv_heads = meta_u32(ct, "llama.attention.head_count_kv").unwrap_or(heads);
@@ -223,24 +227,27 @@ impl Llama {
         let head_dim = dim / heads;
         let rope_dim = meta_u32(ct, "llama.rope.dimension_count").unwrap_or(head_dim);
         if rope_dim != head_dim || heads % kv_heads != 0 {
-            bail!("unsupported llama shape: rope over {rope_dim} of {head_dim} dimensions, {heads} heads / {kv_heads}");
+            fail!(
+                Unsupported,
+                "unsupported llama shape: rope over {rope_dim} of {head_dim} dimensions, {heads} heads / {kv_heads}"
+            );
         }
         let eps = meta_f32(ct, "llama.attention.layer_norm_rms_epsilon").unwrap_or(1e-5);
         let base = meta_f32(ct, "llama.rope.freq_base").unwrap_or(10_000.0);
         let context = meta_u32(ct, "llama.context_length").unwrap_or(4096).min(8192);
 
         let dense = |r: &mut R1, name: &str| -> Result<Tensor> {
-            ct.tensor(r, name, device).and_then(|q| q.dequantize(device)).with_context(|| format!("GGUF tensor {name}"))
+            ct.tensor(r, name, device).and_then(|q| q.dequantize(device)).within(|| format!("GGUF tensor {name}"))
         };
         // Decoding reads the file's own blocks where the kernel takes them (Q8_0, Q4_0, Q4_1),
         // else the Q8_0 copy.
         let quantized = |r: &mut R1, qr: &mut R2, name: &str| -> Result<Q8Matrix> {
-            let q = ct.tensor(r, name, device).with_context(|| format!("GGUF tensor {name}"))?;
+            let q = ct.tensor(r, name, device).within(|| format!("GGUF tensor {name}"))?;
             let m = match q.dtype() {
                 GgmlDType::Q8_0 | GgmlDType::Q4_0 | GgmlDType::Q4_1 => q8_matrix(&q, device),
                 _ => q8_matrix(&qct.tensor(qr, name, device)?, device),
             };
-            m.with_context(|| format!("GGUF tensor {name}"))
+            m.within(|| format!("GGUF tensor {name}"))
         };
 
         let embeddings = dense(r, "token_embd.weight")?;
@@ -331,7 +338,7 @@ impl Llama {
     /// One next token for each sequence, `tokens[i]` at position `caches[i].pos`. Returns `(b, vocab)`.
     pub fn forward_batch(&self, tokens: &[u32], caches: &mut [&mut Cache]) -> Result<Tensor> {
         if tokens.len() != caches.len() {
-            bail!("{} tokens for {} sequences", tokens.len(), caches.len());
+            fail!(Request, "{} tokens for {} sequences", tokens.len(), caches.len());
         }
         let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(1)?;
         self.run(&x, caches, false)
@@ -341,12 +348,12 @@ impl Llama {
     fn run(&self, tokens: &Tensor, caches: &mut [&mut Cache], prompt: bool) -> Result<Tensor> {
         let (b, s) = tokens.dims2()?;
         if b != 1 && s != 1 {
-            bail!("a batch of {b} sequences takes one token each, not {s}");
+            fail!(Request, "a batch of {b} sequences takes one token each, not {s}");
         }
         let (kv_heads, hd) = (self.kv_heads, self.head_dim);
         for c in caches.iter_mut() {
             if c.pos + s > self.context {
-                bail!("position {} is past the model's context of {}", c.pos + s, self.context);
+                fail!(Request, "position {} is past the model's context of {}", c.pos + s, self.context);
             }
             c.reserve(self.layers.len(), kv_heads, hd, c.pos + s);
         }

@@ -8,7 +8,7 @@
 //! same instructions in the same order whatever shares its batch, so a sequence's tokens never
 //! depend on its neighbours (`tests/agreement.rs` checks it on the real model).
 
-use anyhow::{bail, Result};
+use crate::error::{fail, Result};
 use rayon::prelude::*;
 
 const QK: usize = 32;
@@ -89,7 +89,7 @@ impl Q8Matrix {
     /// Q4_1 = f16 scale, f16 offset, the same nibbles. `k` must be a multiple of 64.
     pub fn from_blocks(kind: Blocks, bytes: &[u8], n: usize, k: usize) -> Result<Q8Matrix> {
         if k % 64 != 0 || bytes.len() != n * (k / QK) * kind.bytes() {
-            bail!("{kind:?} matrix ({n}, {k}): {} bytes, or k not a multiple of 64", bytes.len());
+            fail!(Unsupported, "{kind:?} matrix ({n}, {k}): {} bytes, or k not a multiple of 64", bytes.len());
         }
         let blocks = n * k / QK;
         let per_block = if kind == Blocks::Q8_0 { QK } else { QK / 2 };
@@ -135,10 +135,10 @@ impl Q8Matrix {
     /// Matrices over the same input, one above the other: one product gives all their outputs,
     /// each column computed exactly as in its own matrix.
     pub fn stack(parts: Vec<Q8Matrix>) -> Result<Q8Matrix> {
-        let Some(first) = parts.first() else { bail!("no matrix to stack") };
+        let Some(first) = parts.first() else { fail!(Unsupported, "no matrix to stack") };
         let (k, offsets) = (first.k, first.m.is_some());
         if parts.iter().any(|p| p.k != k || p.m.is_some() != offsets) {
-            bail!("stacked matrices must share their input size and block type");
+            fail!(Unsupported, "stacked matrices must share their input size and block type");
         }
         let mut out = Q8Matrix { n: 0, k, qs: Vec::new(), d: Vec::new(), m: offsets.then(Vec::new) };
         for p in parts {

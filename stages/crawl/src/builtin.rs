@@ -191,13 +191,16 @@ pub fn builtin(name: &str) -> Option<Profile> {
 
 /// `base` with the keys of `overrides` replacing its own (a user's `[profiles.NAME]` with
 /// `base = "…"`); the result is checked like any profile (unknown keys are errors).
-pub fn with_overrides(base: &Profile, overrides: serde_json::Map<String, Value>) -> Result<Profile, String> {
-    let mut v = serde_json::to_value(base).map_err(|e| e.to_string())?;
+pub fn with_overrides(
+    base: &Profile,
+    overrides: serde_json::Map<String, Value>,
+) -> Result<Profile, crate::ProfileError> {
+    let mut v = serde_json::to_value(base).map_err(|e| crate::ProfileError(e.to_string()))?;
     let obj = v.as_object_mut().expect("a profile serializes to an object");
     for (k, val) in overrides {
         obj.insert(k, val);
     }
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    serde_json::from_value(v).map_err(|e| crate::ProfileError(e.to_string()))
 }
 
 #[cfg(test)]

@@ -79,9 +79,32 @@ pub struct Compiled {
     pub(crate) keep: Option<Selector>,
 }
 
+/// A profile that cannot be used: the key and what is wrong with its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError(pub String);
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl ProfileError {
+    /// Whether the message mentions `s` (tests name the key a mistake is about).
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.contains(s)
+    }
+}
+
 impl Profile {
     /// Parses every selector; the error names the key and the selector.
-    pub fn compile(&self) -> Result<Compiled, String> {
+    pub fn compile(&self) -> Result<Compiled, ProfileError> {
+        self.compile_selectors().map_err(ProfileError)
+    }
+
+    fn compile_selectors(&self) -> Result<Compiled, String> {
         fn sel(key: &str, list: &[String]) -> Result<Option<Selector>, String> {
             if list.is_empty() {
                 return Ok(None);
@@ -114,7 +137,7 @@ impl Profile {
 
 /// Does `text` load (YAML 1.2, as the study's ruamel loader) as a mapping or a sequence?
 /// `Err` carries the parse error; `Ok(false)` is a scalar.
-pub fn yaml_collection(text: &str) -> Result<bool, String> {
+pub(crate) fn yaml_collection(text: &str) -> Result<bool, String> {
     let opts = doc2ci_yaml::Options { timestamps_as_strings: false, gitlab_reference_tag: true };
     match doc2ci_yaml::load_with(text, &doc2ci_yaml::Limits::default(), &opts) {
         Ok(v) => Ok(v.is_mapping() || v.is_sequence()),

@@ -48,6 +48,25 @@ pub struct Record {
 #[derive(Debug, Clone)]
 pub struct ColumnMap(BTreeMap<String, String>);
 
+/// A column mapping that cannot be used (an unknown field renamed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnError(pub String);
+
+impl std::fmt::Display for ColumnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ColumnError {}
+
+impl ColumnError {
+    /// Whether the message mentions `s` (tests name the key a mistake is about).
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.contains(s)
+    }
+}
+
 impl ColumnMap {
     /// The predecessor study's CSV columns.
     pub fn llm4ci() -> Self {
@@ -64,7 +83,11 @@ impl ColumnMap {
     }
 
     /// Generic formats default to the field names themselves; `overrides` renames.
-    pub fn for_format(format: &str, overrides: &BTreeMap<String, String>) -> Result<Self, String> {
+    pub fn for_format(format: &str, overrides: &BTreeMap<String, String>) -> Result<Self, ColumnError> {
+        Self::mapped(format, overrides).map_err(ColumnError)
+    }
+
+    fn mapped(format: &str, overrides: &BTreeMap<String, String>) -> Result<Self, String> {
         const FIELDS: &[&str] = &[
             "id",
             "url",
