@@ -221,6 +221,6 @@ mod tests {
         assert_eq!(p.yaml_blocks, base.yaml_blocks);
         let mut bad = serde_json::Map::new();
         bad.insert("yaml_block".into(), serde_json::json!(["pre"]));
-        assert!(with_overrides(&base, bad).unwrap_err().contains("yaml_block"));
+        assert!(with_overrides(&base, bad).unwrap_err().0.contains("yaml_block"));
     }
 }

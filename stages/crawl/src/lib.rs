@@ -80,23 +80,9 @@ pub struct Compiled {
 }
 
 /// A profile that cannot be used: the key and what is wrong with its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ProfileError(pub String);
-
-impl std::fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ProfileError {}
-
-impl ProfileError {
-    /// Whether the message mentions `s` (tests name the key a mistake is about).
-    pub fn contains(&self, s: &str) -> bool {
-        self.0.contains(s)
-    }
-}
 
 impl Profile {
     /// Parses every selector; the error names the key and the selector.

@@ -49,23 +49,9 @@ pub struct Record {
 pub struct ColumnMap(BTreeMap<String, String>);
 
 /// A column mapping that cannot be used (an unknown field renamed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct ColumnError(pub String);
-
-impl std::fmt::Display for ColumnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ColumnError {}
-
-impl ColumnError {
-    /// Whether the message mentions `s` (tests name the key a mistake is about).
-    pub fn contains(&self, s: &str) -> bool {
-        self.0.contains(s)
-    }
-}
 
 impl ColumnMap {
     /// The predecessor study's CSV columns.

@@ -111,23 +111,9 @@ pub fn parse_verdict(s: &str) -> Result<Option<String>, String> {
 }
 
 /// A coding sheet's flag that is not yes or no.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct FlagError(pub String);
-
-impl std::fmt::Display for FlagError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for FlagError {}
-
-impl FlagError {
-    /// Whether the message mentions `s` (tests name the key a mistake is about).
-    pub fn contains(&self, s: &str) -> bool {
-        self.0.contains(s)
-    }
-}
 
 pub fn parse_flag(s: &str) -> Result<bool, FlagError> {
     match s.trim().to_ascii_lowercase().as_str() {
