@@ -69,22 +69,22 @@ mod tests {
 
     #[test]
     fn a_busy_machine_gives_fewer_threads() {
-        // Spinning threads, one per core: every core is held by another runnable task.
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let spinners: Vec<_> = (0..allowed())
+        // Spinning processes, one per core: every core is held by another process's runnable task.
+        // Processes, not threads: `free` rightly counts this process's own threads as its own.
+        let mut spinners: Vec<_> = (0..allowed())
             .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
+                std::process::Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("starting a spinning shell")
             })
             .collect();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(100));
         let busy = (0..20).map(|_| free()).min().unwrap();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        spinners.into_iter().for_each(|t| t.join().unwrap());
-        assert_eq!(busy, 1, "all {} cores spun by other threads", allowed());
+        for s in &mut spinners {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        assert_eq!(busy, 1, "all {} cores spun by other processes", allowed());
     }
 }
