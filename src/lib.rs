@@ -12,6 +12,7 @@ pub mod config;
 pub mod crawl;
 pub mod engine;
 pub mod jobs;
+pub mod keys;
 pub mod linters;
 pub mod release;
 pub mod remote;

@@ -10,6 +10,7 @@ use anyhow::{anyhow, Context, Result};
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
+use crate::keys::fields_of;
 use crate::assets;
 
 /// The embedded model's weights, as `doc2ci setup` fetches them.
@@ -17,9 +18,10 @@ pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instru
 
 pub const KIND: Kind = Kind {
     name: "embedded",
-    keys: &[],
     default_model: Some(SMOLLM2_GGUF),
-    needs_url: false,
+    server: false,
+    own: fields_of::<super::NoKeys>,
+    keys: super::no_keys,
     // As many requests in flight as the model decodes together.
     concurrency: doc2ci_smollm::MAX_BATCH,
     model_file: true,

@@ -1,17 +1,21 @@
-//! Generative backends: one file each, registered once in [`BACKENDS`]. A backend says which
-//! config keys it takes, how a model's settings become a client, and which pinned assets stand
-//! in its cache key; nothing outside this folder matches on a backend's name.
+//! Generative backends: one file each, registered once in [`BACKENDS`]. A backend declares its
+//! config keys as a type of its own (parsed after the keys every generative model shares, and the
+//! server keys of [`server`] if it calls one), how a model's settings become a client, and which
+//! pinned assets stand in its cache key; nothing outside this folder matches on a backend's name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{anyhow, Result};
 use doc2ci_llm::{Backend, Limits};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
-use serde::Serialize;
+use crate::keys::{Ctx, Entry};
 
 pub mod budget;
 pub mod cache;
+pub mod server;
 
 pub use budget::Budget;
 pub use cache::{CacheSettings, RequestCache};
@@ -69,12 +73,14 @@ pub struct GenKey {
 pub struct Kind {
     /// `backend = "…"` in `[[models]]`.
     pub name: &'static str,
-    /// Config keys of `[[models]]` that only this backend reads (beside the common ones).
-    pub keys: &'static [&'static str],
     /// The model id when `model` is not given (None: the model's name).
     pub default_model: Option<&'static str>,
-    /// Whether `base_url`/`base_urls` are required.
-    pub needs_url: bool,
+    /// It calls a server: it takes the keys of [`server`] (`base_url` required).
+    pub server: bool,
+    /// Its own keys' names, from its keys type (`fields_of::<Keys>`).
+    pub own: fn() -> &'static [&'static str],
+    /// Its own keys, typed from what is left of the entry, checked and set on the settings.
+    pub keys: fn(&Ctx, &str, Entry, &mut GenSettings) -> Result<()>,
     /// Requests in flight per model when `concurrency` is not given.
     pub concurrency: usize,
     /// `model` may name a weights file instead of the default (`embedded`: any llama GGUF).
@@ -85,6 +91,68 @@ pub struct Kind {
     /// A backend that answers a whole partition as one provider batch instead of request by
     /// request (`openai-batch`): the Files and Batches client it talks through.
     pub batch: Option<fn(&GenSettings) -> Result<doc2ci_llm::batch::BatchClient>>,
+}
+
+impl Kind {
+    /// Every key this backend takes beyond the generative ones all share.
+    pub fn fields(&self) -> Vec<&'static str> {
+        let server: &[&str] = if self.server { server::fields() } else { &[] };
+        server.iter().chain((self.own)()).copied().collect()
+    }
+
+    /// Why `key`, a key of other backends, means nothing to this one (None: no backend takes it).
+    pub fn refuse(&self, key: &str) -> Option<String> {
+        let takers: Vec<&str> = BACKENDS.iter().filter(|k| k.fields().contains(&key)).map(|k| k.name).collect();
+        if takers.is_empty() {
+            return None;
+        }
+        let what = match key {
+            "params" => "extra request parameters".to_string(),
+            "api_key_env" => "API key".to_string(),
+            "num_ctx" => "context window".to_string(),
+            "base_url" | "base_urls" => "server: it runs in-process".to_string(),
+            k => format!("`{k}`"),
+        };
+        Some(format!("the {} backend takes no {what} (`{key}` is a setting of {})", self.name, takers.join(", ")))
+    }
+}
+
+/// The keys of a backend that has none of its own.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoKeys {}
+
+pub fn no_keys(cx: &Ctx, _: &str, e: Entry, _: &mut GenSettings) -> Result<()> {
+    e.rest::<NoKeys>(cx).map(|_| ())
+}
+
+/// The keys of a backend that sends an API key: which environment variable holds it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyKeys {
+    #[serde(default)]
+    api_key_env: Option<Spanned<String>>,
+}
+
+pub fn api_key_keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
+    let k: ApiKeyKeys = e.rest(cx)?;
+    if let Some(k) = &k.api_key_env {
+        let v = k.get_ref();
+        if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            // Never echo the value: people paste the key itself here.
+            return cx.err(
+                k.span(),
+                "models.api_key_env",
+                format!(
+                    "model `{model}`: the value ({} characters, not shown) is not an environment variable name \
+                     (letters, digits and `_`): name the variable that holds the key; the key itself never goes in the config",
+                    v.chars().count()
+                ),
+            );
+        }
+    }
+    g.api_key_env = k.api_key_env.map(Spanned::into_inner);
+    Ok(())
 }
 
 /// A backend file is a module exporting `KIND`; listing it here declares and registers it.

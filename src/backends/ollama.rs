@@ -4,11 +4,17 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use doc2ci_llm::Backend;
+use serde::Deserialize;
+use toml::Spanned;
 
 use super::{GenSettings, Kind};
+use crate::keys::{fields_of, Ctx, Entry};
 
 pub const KIND: Kind =
-    Kind { name: "ollama", keys: &["num_ctx"], default_model: None, needs_url: true, concurrency: 4, model_file: false, build, pins: |_| vec![], batch: None };
+    Kind { name: "ollama", default_model: None, server: true,
+    own: fields_of::<Keys>,
+    keys,
+    concurrency: 4, model_file: false, build, pins: |_| vec![], batch: None };
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_llm::ollama(doc2ci_llm::OllamaConfig {
@@ -17,4 +23,18 @@ fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
         num_ctx: g.key.num_ctx,
         limits: super::limits(g),
     })?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Keys {
+    /// Ollama's context window (its default truncates long prompts silently).
+    #[serde(default)]
+    num_ctx: Option<Spanned<u32>>,
+}
+
+fn keys(cx: &Ctx, _: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
+    let k: Keys = e.rest(cx)?;
+    g.key.num_ctx = k.num_ctx.map(Spanned::into_inner);
+    Ok(())
 }

@@ -14,12 +14,14 @@ use doc2ci_llm::batch::BatchClient;
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
+use crate::keys::fields_of;
 
 pub const KIND: Kind = Kind {
     name: "openai-batch",
-    keys: &["api_key_env"],
     default_model: None,
-    needs_url: true,
+    server: true,
+    own: fields_of::<super::ApiKeyKeys>,
+    keys: super::api_key_keys,
     concurrency: 4,
     model_file: false,
     build,

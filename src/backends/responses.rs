@@ -9,12 +9,14 @@ use doc2ci_llm::{Backend, LlmError, Parsed, Pool, Reply, Request};
 use serde_json::{json, Map, Value};
 
 use super::{GenSettings, Kind};
+use crate::keys::fields_of;
 
 pub const KIND: Kind = Kind {
     name: "openai-responses",
-    keys: &["api_key_env"],
     default_model: None,
-    needs_url: true,
+    server: true,
+    own: fields_of::<super::ApiKeyKeys>,
+    keys: super::api_key_keys,
     concurrency: 4,
     model_file: false,
     build,

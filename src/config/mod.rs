@@ -2,8 +2,8 @@
 //!
 //! Parsing is strict (unknown keys, wrong types) so a typo never silently runs the wrong study;
 //! every error names the file, the line and the key. Each part of the file has its module:
-//! [`sources`] and [`models`] (entries typed by their kind), [`stages`] (parameters), and
-//! [`spans`] (where a key is written, for messages).
+//! [`sources`] and [`models`] (entries typed by their kind) and [`stages`] (parameters); where a
+//! key is written, for messages, is `crate::keys`, which the backends' own key types share.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,6 @@ use toml::Spanned;
 
 mod models;
 mod sources;
-mod spans;
 mod stages;
 #[cfg(test)]
 mod tests;
@@ -22,7 +21,7 @@ mod tests;
 pub use crate::backends::{GenKey, GenSettings};
 pub use stages::*;
 
-use spans::{Ctx, Entry};
+use crate::keys::{Ctx, Entry};
 
 /// The whole study, with paths resolved against the config file's folder.
 #[derive(Debug, Clone)]

@@ -1,9 +1,9 @@
 //! `[[models]]`: where each model's outputs come from, as types.
 //!
 //! An entry is its common keys ([`Common`]) plus the keys of its kind: [`ImportKeys`] for
-//! `backend = "import"`, [`GenKeys`] for every generative backend (which of those a backend
-//! reads is declared next to its code, in `crate::backends`). A key of the other kind is
-//! named as such; any other unknown key is rejected by the type.
+//! `backend = "import"`; for a generative backend, [`GenKeys`] (what every one of them takes)
+//! and then the backend's own keys, a type declared next to its code in `crate::backends`. A
+//! key of another kind or backend is named as such; any other unknown key is rejected by the type.
 
 use std::collections::BTreeMap;
 
@@ -11,9 +11,9 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::spans::{fields_of, Ctx, Entry};
 use super::{check_name, ImportModel, Model, ModelKind, Service, Source, BATCH_RESULTS, IMPORT_FORMATS};
 use crate::backends::{GenKey, GenSettings};
+use crate::keys::{fields_of, Ctx, Entry};
 
 /// Keys of every `[[models]]` entry.
 #[derive(Deserialize)]
@@ -52,30 +52,14 @@ struct ImportKeys {
     skip_bad_rows: bool,
 }
 
-/// Keys of the generative backends.
+/// Keys every generative backend takes.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GenKeys {
     #[serde(default)]
-    base_url: Option<Spanned<String>>,
-    #[serde(default)]
-    base_urls: Option<Spanned<Vec<String>>>,
-    #[serde(default)]
-    api_key_env: Option<Spanned<String>>,
-    #[serde(default)]
     model: Option<Spanned<String>>,
     #[serde(default)]
-    params: Option<Spanned<toml::Table>>,
-    #[serde(default)]
     concurrency: Option<Spanned<usize>>,
-    #[serde(default)]
-    rpm: Option<u32>,
-    #[serde(default)]
-    tpm: Option<u32>,
-    #[serde(default)]
-    retries: Option<u32>,
-    #[serde(default)]
-    timeout_ms: Option<Spanned<u64>>,
     #[serde(default)]
     max_tokens: Option<Spanned<u32>>,
     #[serde(default)]
@@ -92,8 +76,6 @@ struct GenKeys {
     retrieval: Option<Spanned<toml::Value>>,
     #[serde(default)]
     retrieval_chars: Option<usize>,
-    #[serde(default)]
-    num_ctx: Option<Spanned<u32>>,
     #[serde(default)]
     price_per_1k_input: Option<f64>,
     #[serde(default)]
@@ -131,28 +113,43 @@ pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], source
             None if services.len() == 1 => Some(services[0].name.clone()),
             None => None,
         };
-        // A key of the other kind would be ignored: a typo of the backend, or a key in the wrong entry.
-        let import = backend == "import";
-        let foreign = if import { e.foreign::<ImportKeys>() } else { e.foreign::<GenKeys>() };
-        if let Some((k, sp)) = foreign {
-            let (theirs, takers) = if import {
-                (fields_of::<GenKeys>(), format!("generative backends ({})", crate::backends::names()[1..].join(", ")))
-            } else {
-                (fields_of::<ImportKeys>(), "the import backend".to_string())
-            };
-            if theirs.contains(&k) {
-                return cx.err(
-                    sp,
-                    &format!("models.{k}"),
-                    format!("model `{name}`: `{k}` applies to {takers}, not {backend}"),
-                );
-            }
-        }
+        // A key of another kind or backend would be ignored: a typo of the backend, or a key in
+        // the wrong entry.
         let entry_span = e.span.clone();
-        let kind = if import {
+        let kind = if backend == "import" {
+            if let Some((k, sp)) = e.foreign::<ImportKeys>() {
+                let generative = crate::backends::BACKENDS.iter().any(|b| b.fields().contains(&k));
+                if generative || fields_of::<GenKeys>().contains(&k) {
+                    let takers = crate::backends::names()[1..].join(", ");
+                    return cx.err(
+                        sp,
+                        &format!("models.{k}"),
+                        format!("model `{name}`: `{k}` applies to generative backends ({takers}), not import"),
+                    );
+                }
+            }
             ModelKind::Import(import_model(cx, entry_span, &name, service, e.rest(cx)?, sources)?)
         } else {
-            ModelKind::Generate(gen_settings(cx, entry_span, &c, e.rest(cx)?, services)?)
+            let b = crate::backends::kind(backend).expect("checked against the registry");
+            let g: GenKeys = e.part(cx)?;
+            if let Some((k, sp)) = e.outside(&b.fields()) {
+                if fields_of::<ImportKeys>().contains(&k) {
+                    return cx.err(
+                        sp,
+                        &format!("models.{k}"),
+                        format!("model `{name}`: `{k}` applies to the import backend, not {backend}"),
+                    );
+                }
+                if let Some(why) = b.refuse(k) {
+                    return cx.err(sp, &format!("models.{k}"), format!("model `{name}`: {why}"));
+                }
+            }
+            let mut settings = gen_settings(cx, &c, g, services)?;
+            if b.server {
+                crate::backends::server::take(cx, &mut e, &name, &mut settings)?;
+            }
+            (b.keys)(cx, &name, e, &mut settings)?;
+            ModelKind::Generate(settings)
         };
         if let Some(b) = &c.base_model {
             bases.push((name.clone(), b.get_ref().clone(), b.span()));
@@ -234,14 +231,9 @@ fn import_model(
     Ok(ImportModel { path, format, service, source, columns: m.columns, skip_bad_rows: m.skip_bad_rows })
 }
 
-/// A generative backend's settings, checked against what the backend declares it reads.
-fn gen_settings(
-    cx: &Ctx,
-    span: std::ops::Range<usize>,
-    common: &Common,
-    m: GenKeys,
-    services: &[Service],
-) -> Result<GenSettings> {
+/// A generative model's settings from the keys every backend shares; the backend's own keys
+/// (`Kind::keys`, and `backends::server`) set the rest.
+fn gen_settings(cx: &Ctx, common: &Common, m: GenKeys, services: &[Service]) -> Result<GenSettings> {
     let name = common.name.get_ref();
     let max_cost = match &m.max_cost {
         Some(c) if !(*c.get_ref() > 0.0) => {
@@ -257,84 +249,7 @@ fn gen_settings(
         c => c.as_ref().map(|c| *c.get_ref()),
     };
     let backend = common.backend.get_ref().as_str();
-    let mut base_urls: Vec<String> = Vec::new();
-    if let Some(u) = &m.base_url {
-        base_urls.push(u.get_ref().clone());
-    }
-    if let Some(us) = &m.base_urls {
-        if m.base_url.is_some() {
-            return cx.err(
-                us.span(),
-                "models.base_urls",
-                format!("model `{name}`: give `base_url` or `base_urls`, not both"),
-            );
-        }
-        if us.get_ref().is_empty() {
-            return cx.err(us.span(), "models.base_urls", format!("model `{name}`: the list is empty"));
-        }
-        base_urls.extend(us.get_ref().iter().cloned());
-    }
-    let url_span =
-        m.base_url.as_ref().map(|s| s.span()).or(m.base_urls.as_ref().map(|s| s.span())).unwrap_or(span.clone());
-    for u in &base_urls {
-        if !(u.starts_with("http://") || u.starts_with("https://")) {
-            return cx.err(
-                url_span.clone(),
-                "models.base_url",
-                format!("model `{name}`: `{}` is not an http:// or https:// URL", doc2ci_llm::redact_url(u)),
-            );
-        }
-    }
     let kind = crate::backends::kind(backend).expect("checked against the registry");
-    if kind.needs_url && base_urls.is_empty() {
-        return cx.err(
-            span,
-            "models.base_url",
-            format!("model `{name}`: the {backend} backend needs `base_url` (or `base_urls` for a pool)"),
-        );
-    }
-    if !kind.needs_url && !base_urls.is_empty() {
-        return cx.err(
-            url_span,
-            "models.base_url",
-            format!("model `{name}`: the {backend} model runs in-process; it has no `base_url`"),
-        );
-    }
-    // Keys that only some backends read.
-    let only = |key: &str| -> String {
-        let takers: Vec<&str> =
-            crate::backends::BACKENDS.iter().filter(|k| k.keys.contains(&key)).map(|k| k.name).collect();
-        takers.join(", ")
-    };
-    if let Some(k) = m.api_key_env.as_ref().filter(|_| !kind.keys.contains(&"api_key_env")) {
-        return cx.err(
-            k.span(),
-            "models.api_key_env",
-            format!("model `{name}`: only the {} backend sends an API key", only("api_key_env")),
-        );
-    }
-    if let Some(n) = m.num_ctx.as_ref().filter(|_| !kind.keys.contains(&"num_ctx")) {
-        return cx.err(
-            n.span(),
-            "models.num_ctx",
-            format!("model `{name}`: `num_ctx` is a setting of {}", only("num_ctx")),
-        );
-    }
-    if let Some(k) = &m.api_key_env {
-        let v = k.get_ref();
-        if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            // Never echo the value: people paste the key itself here.
-            return cx.err(
-                k.span(),
-                "models.api_key_env",
-                format!(
-                    "model `{name}`: the value ({} characters, not shown) is not an environment variable name \
-                     (letters, digits and `_`): name the variable that holds the key; the key itself never goes in the config",
-                    v.chars().count()
-                ),
-            );
-        }
-    }
     // A backend that runs a file (`embedded`): `model` names any GGUF, resolved against this file's
     // folder; as written it is the model id, and the file's content hash stands in the cache key.
     let model_file = match (&m.model, kind.model_file) {
@@ -382,12 +297,6 @@ fn gen_settings(
             return cx.err(c.span(), "models.concurrency", format!("model `{name}`: at least 1"));
         }
     }
-    let timeout_ms = m.timeout_ms.as_ref().map_or(120_000, |t| *t.get_ref());
-    if let Some(t) = &m.timeout_ms {
-        if timeout_ms == 0 {
-            return cx.err(t.span(), "models.timeout_ms", format!("model `{name}`: at least 1"));
-        }
-    }
     let retrieval = match &m.retrieval {
         None => 0,
         Some(v) => match v.get_ref() {
@@ -403,20 +312,6 @@ fn gen_settings(
             }
         },
     };
-    let params: serde_json::Map<String, serde_json::Value> = match &m.params {
-        Some(t) => match serde_json::to_value(t.get_ref())? {
-            serde_json::Value::Object(o) => o,
-            _ => unreachable!("a TOML table is a JSON object"),
-        },
-        None => serde_json::Map::new(),
-    };
-    if !kind.needs_url && !params.is_empty() {
-        return cx.err(
-            m.params.as_ref().map_or(span.clone(), |p| p.span()),
-            "models.params",
-            format!("model `{name}`: the {backend} backend takes no extra request parameters"),
-        );
-    }
     let max_pairs = match &m.max_pairs {
         Some(n) if *n.get_ref() == 0 => {
             return cx.err(n.span(), "models.max_pairs", format!("model `{name}`: max_pairs must be at least 1"))
@@ -448,17 +343,19 @@ fn gen_settings(
             few_shot: m.few_shot.unwrap_or(0),
             retrieval,
             retrieval_chars: m.retrieval_chars.unwrap_or(1500),
-            num_ctx: m.num_ctx.map(|n| n.into_inner()),
-            params,
+            // Set by the backend's own keys (`num_ctx`: ollama; `params`: server backends).
+            num_ctx: None,
+            params: serde_json::Map::new(),
             max_pairs,
         },
-        base_urls,
-        api_key_env: m.api_key_env.as_ref().map(|s| s.get_ref().clone()),
+        // Set by the server keys, for backends that call one (`backends::server`).
+        base_urls: vec![],
+        api_key_env: None,
         concurrency,
-        rpm: m.rpm,
-        tpm: m.tpm,
-        retries: m.retries.unwrap_or(5),
-        timeout_ms,
+        rpm: None,
+        tpm: None,
+        retries: 5,
+        timeout_ms: 120_000,
         price_per_1k_input: m.price_per_1k_input,
         price_per_1k_output: m.price_per_1k_output,
         max_cost,

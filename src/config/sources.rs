@@ -10,10 +10,10 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::spans::{fields_of, Ctx, Entry};
 use super::{
     check_name, CrawlParams, CrawlSource, ImportSource, Service, Source, SourceKind, CRAWL_BACKENDS, IMPORT_FORMATS,
 };
+use crate::keys::{fields_of, Ctx, Entry};
 
 /// Keys of every `[[sources]]` entry.
 #[derive(Deserialize)]

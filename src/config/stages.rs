@@ -3,8 +3,8 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use super::spans::Ctx;
 use super::Model;
+use crate::keys::Ctx;
 
 /// Per-stage parameters; part of each stage's cache key.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -1,8 +1,9 @@
 //! Where a key sits in `pipeline.toml`, and entries whose keys are split by type.
 //!
-//! A `[[sources]]` or `[[models]]` entry is parsed in two typed parts: the keys every kind
-//! shares, then the keys of its kind (`deny_unknown_fields` on each). The document is parsed
-//! once, with spans, so every part still names the line of each key.
+//! A `[[sources]]` or `[[models]]` entry is parsed in typed parts: the keys every kind shares,
+//! then the keys of its kind, then (models) the keys of its backend, each a `deny_unknown_fields`
+//! type declared by its owner (`config`, `backends/*`). The document is parsed once, with spans,
+//! so every part still names the line of each key.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 /// The config file and its text, for messages that name file, line and key.
-pub(super) struct Ctx<'a> {
+pub struct Ctx<'a> {
     pub file: &'a Path,
     pub text: &'a str,
 }
@@ -64,7 +65,7 @@ impl Ctx<'_> {
 }
 
 /// One entry of an array of tables (`[[models]]`), while its parts are taken out.
-pub(super) struct Entry<'i> {
+pub struct Entry<'i> {
     pub span: Range<usize>,
     table: DeTable<'i>,
     /// Keys of the parts taken so far, so an unknown key's message lists all the entry takes.
@@ -106,7 +107,11 @@ impl<'i> Entry<'i> {
 
     /// The first key left that `T` does not declare, with where it is written.
     pub fn foreign<'de, T: Deserialize<'de>>(&self) -> Option<(&str, Range<usize>)> {
-        let fields = fields_of::<T>();
+        self.outside(fields_of::<T>())
+    }
+
+    /// The first key left that is not one of `fields`, with where it is written.
+    pub fn outside(&self, fields: &[&str]) -> Option<(&str, Range<usize>)> {
         self.table.keys().find(|k| !fields.contains(&k.get_ref().as_ref())).map(|k| (k.get_ref().as_ref(), k.span()))
     }
 
@@ -124,7 +129,7 @@ impl<'i> Entry<'i> {
 
 /// The field names a derived `Deserialize` struct declares: the one list the type's keys are
 /// checked against, read from the type rather than repeated by hand.
-pub(super) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+pub fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     struct Probe<'a>(&'a mut &'static [&'static str]);
     impl<'de> de::Deserializer<'de> for Probe<'_> {
         type Error = de::value::Error;
