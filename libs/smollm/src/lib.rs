@@ -40,7 +40,8 @@ pub struct Embedded {
     /// `<|im_end|>`, EOS, `<|endoftext|>`.
     stop: Vec<u32>,
     name: String,
-    /// Where the Q8_0 (decoding) weights came from (the cache file, or converted in memory).
+    /// Where the decoding weights came from: the file's own blocks, or (block types the kernel
+    /// does not read) the Q8_0 copy cached next to it or converted in memory.
     pub weights_source: String,
     /// Positions the model takes, prompt and answer together.
     context: usize,
@@ -175,7 +176,13 @@ pub fn q8_cache_path(gguf: &Path) -> PathBuf {
     gguf.with_file_name(format!("{stem}.q8_0.gguf"))
 }
 
-/// The GGUF with every Q4/Q5 tensor re-quantized to Q8_0 (other tensors and all metadata unchanged).
+/// Block types the decoding kernel does not read, so a Q8_0 copy of them is made once.
+fn needs_q8_copy(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::Q5_0 | GgmlDType::Q5_1)
+}
+
+/// The GGUF with every tensor in a block type the decoding kernel does not read (Q5) re-quantized
+/// to Q8_0; other tensors and all metadata unchanged.
 pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek)) -> Result<Vec<u8>> {
     let dev = Device::Cpu;
     let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
@@ -184,7 +191,7 @@ pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek))
     for name in names {
         let q = ct.tensor(reader, name, &dev)?;
         let q = match q.dtype() {
-            GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
+            d if needs_q8_copy(d) => {
                 QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0).within(|| format!("re-quantizing {name}"))?
             }
             _ => q,
@@ -250,9 +257,12 @@ struct Seq {
 
 impl Embedded {
     pub fn load(gguf: &Path) -> Result<Embedded> {
-        let (bytes, weights_source) = q8_weights(gguf)?;
-        let mut r = Cursor::new(&bytes);
-        let ct = gguf_file::Content::read(&mut r).within(|| weights_source.clone())?;
+        let open = || -> Result<_> {
+            let mut r = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
+            let ct = gguf_file::Content::read(&mut r).within(|| format!("{}: not a GGUF file", gguf.display()))?;
+            Ok((ct, r))
+        };
+        let (ct, mut r) = open()?;
         let tokenizer = tokenizer_from_gguf(&ct).within(|| format!("tokenizer of {}", gguf.display()))?;
         let template = ChatTemplate::from_jinja(md_str(&ct, "tokenizer.chat_template")?)?;
         let mut stop = Vec::new();
@@ -270,11 +280,19 @@ impl Embedded {
             .and_then(|v| v.to_string().ok())
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
-        // The prefill weights come from the original file, exactly as quantized there.
-        let mut orig = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
-        let orig_ct = gguf_file::Content::read(&mut orig).within(|| format!("{}: not a GGUF file", gguf.display()))?;
-        let model = llama::Llama::load((&orig_ct, &mut orig), (&ct, &mut r), &Device::Cpu)
-            .within(|| format!("loading {}", gguf.display()))?;
+        // Prefill weights come from the file, exactly as quantized there; so do the decoding ones
+        // where the kernel reads the file's blocks (Q8_0, Q4_0, Q4_1), and no copy is made.
+        let loading = || format!("loading {}", gguf.display());
+        let (model, weights_source) = if ct.tensor_infos.values().any(|t| needs_q8_copy(t.ggml_dtype)) {
+            let (bytes, source) = q8_weights(gguf)?;
+            let mut q = Cursor::new(&bytes);
+            let qct = gguf_file::Content::read(&mut q).within(|| source.clone())?;
+            (llama::Llama::load((&ct, &mut r), (&qct, &mut q), &Device::Cpu).within(loading)?, source)
+        } else {
+            let (same, mut r2) = open()?;
+            let model = llama::Llama::load((&ct, &mut r), (&same, &mut r2), &Device::Cpu).within(loading)?;
+            (model, format!("{} (its own blocks)", gguf.display()))
+        };
         let context = model.context;
         Ok(Embedded {
             model,
@@ -322,9 +340,11 @@ impl Embedded {
         self.reused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Only the whole chunks of a prompt are ever reused, so only those are copied.
     fn keep_prompt(&self, ids: &[u32], cache: &llama::Cache) {
         if self.reuse.load(std::sync::atomic::Ordering::Relaxed) {
-            *self.last_prompt.lock().unwrap_or_else(|e| e.into_inner()) = Some((ids.to_vec(), cache.prefix(ids.len())));
+            let kept = cache.prefix(llama::prefill_boundary(ids.len()));
+            *self.last_prompt.lock().unwrap_or_else(|e| e.into_inner()) = Some((ids.to_vec(), kept));
         }
     }
 
@@ -510,10 +530,7 @@ impl Embedded {
     }
 
     pub fn describe(&self) -> String {
-        format!(
-            "embedded {} (f32 prefill, batched integer decoding of the file's blocks; other types from {})",
-            self.name, self.weights_source
-        )
+        format!("embedded {} (f32 prefill, batched integer decoding; weights from {})", self.name, self.weights_source)
     }
 }
 

@@ -125,13 +125,52 @@ async fn backend_adapter_serves_concurrent_requests() {
 }
 
 #[test]
-fn q8_0_cache_is_written_next_to_the_gguf_and_reused() {
-    let _ = model();
-    let cache = doc2ci_smollm::q8_cache_path(&gguf());
-    assert!(cache.exists(), "{} not written", cache.display());
-    let again = Embedded::load(&gguf()).unwrap();
-    assert!(again.weights_source.starts_with(&cache.display().to_string()), "{}", again.weights_source);
+fn decoding_reads_the_files_own_q4_blocks_and_writes_no_copy() {
+    let m = model();
+    assert!(m.weights_source.ends_with("(its own blocks)"), "{}", m.weights_source);
+    let copy = doc2ci_smollm::q8_cache_path(&gguf());
+    let before = std::fs::metadata(&copy).and_then(|m| m.modified()).ok();
+    let _ = Embedded::load(&gguf()).unwrap();
+    assert_eq!(std::fs::metadata(&copy).and_then(|m| m.modified()).ok(), before, "a Q8_0 copy was written");
+}
+
+/// A file in a block type the kernel does not read (Q5_0, made here from the Q4_1 file's weights)
+/// decodes from a Q8_0 copy, converted once, cached next to it and read back the next time.
+#[test]
+fn q5_files_decode_from_a_q8_0_copy_cached_next_to_them() {
+    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    let dir = std::env::temp_dir().join(format!("doc2ci-q5-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let q5 = dir.join("smollm2-q5_0.gguf");
+    let dev = candle_core::Device::Cpu;
+    let mut r = std::io::BufReader::new(std::fs::File::open(gguf()).unwrap());
+    let ct = gguf_file::Content::read(&mut r).unwrap();
+    let mut tensors = Vec::new();
+    for name in ct.tensor_infos.keys() {
+        let q = ct.tensor(&mut r, name, &dev).unwrap();
+        let q = match q.dtype() {
+            GgmlDType::Q4_1 => QTensor::quantize(&q.dequantize(&dev).unwrap(), GgmlDType::Q5_0).unwrap(),
+            _ => q,
+        };
+        tensors.push((name.clone(), q));
+    }
+    let meta: Vec<(&str, &gguf_file::Value)> = ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
+    gguf_file::write(&mut std::fs::File::create(&q5).unwrap(), &meta, &tensors).unwrap();
+
+    let first = Embedded::load(&q5).unwrap();
+    let copy = doc2ci_smollm::q8_cache_path(&q5);
+    assert!(copy.exists(), "{} not written", copy.display());
+    assert!(first.weights_source.contains("converted now"), "{}", first.weights_source);
+    let again = Embedded::load(&q5).unwrap();
+    assert!(again.weights_source.starts_with(&copy.display().to_string()), "{}", again.weights_source);
     assert!(!again.weights_source.contains("converted"), "{}", again.weights_source);
+    // The copy decodes like the file: the same greedy answer from both loads, and a real one.
+    let msgs = vec![Message::new("user", "What is 2+2?")];
+    let (a, b) = (first.generate(&msgs, 12, 0.0, None).unwrap(), again.generate(&msgs, 12, 0.0, None).unwrap());
+    assert_eq!(a.text, b.text);
+    assert!(a.text.contains('4'), "{:?}", a.text);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Decoding several sequences in one batch changes nothing in any of them: each answer (greedy, and
