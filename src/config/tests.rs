@@ -154,6 +154,13 @@ fn entry_keys_belong_to_their_kind() {
         ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\nparams = { top_p = 1 }\nnum_ctx = 4\n", "", "ok"),
         ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nnum_ctx = 4\n", ":10:", "`num_ctx` is a setting of ollama"),
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[models.params]\ntop_p = 1\n", ":9:", "takes no extra request parameters"),
+        // Each backend's keys are its own type: a server's limits mean nothing in-process, an API
+        // key nothing to Ollama, a key no backend takes is unknown and every key taken is listed.
+        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nrpm = 5\n", ":9:", "the embedded backend takes no `rpm` (`rpm` is a setting of openai, ollama, openai-responses, openai-batch)"),
+        ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\napi_key_env = \"K\"\n", ":10:", "the ollama backend takes no API key (`api_key_env` is a setting of openai, openai-responses, openai-batch)"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_envv = \"K\"\n", "line 10", "`api_key_envv`, expected one of"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_envv = \"K\"\n", "line 10", "`timeout_ms`, `api_key_env`"),
+        ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\n", "10: `models.base_url`", "the ollama backend needs `base_url`"),
     ];
     for (body, line, what) in cases {
         let r = parse(&format!("{HEAD}{src}{body}"));
