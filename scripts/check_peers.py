@@ -13,8 +13,8 @@ MODULES = [
     # reading the warehouse as a user would (tests/py/duckdb_check.py); the lint peer
     # (tests/peers/lint_peer.py: its tools come from `doc2ci setup`, shellcheck from deps.sh)
     "duckdb",
-    # crawl reference extraction (docsite/check.py, tests/crawl)
-    "html5lib", "bs4",
+    # crawl reference extraction (docsite/check.py, tests/realdocs/reference.py, tests/e2e/crawl.rs)
+    "html5lib", "bs4", "soupsieve",
     # statistics peers (tests/py/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
@@ -24,11 +24,20 @@ MODULES = [
 ]
 
 import shutil
+from pathlib import Path
 
 missing = []
 for exe in ["shellcheck", "node", "npm", "unshare"]:
     if shutil.which(exe) is None:
         missing.append(f"{exe}: not on PATH (the lint stage's tools and sandbox)")
+# The documentation engines of tests/realdocs (tests/e2e/realdocs.rs renders the four sites with them).
+for exe in ["hugo", "jekyll"]:
+    if shutil.which(exe) is None:
+        missing.append(f"{exe}: not on PATH (tests/realdocs)")
+realdocs = Path(__file__).resolve().parent.parent / "tests/realdocs/node_modules"
+for pkg in ["unified", "rehype-highlight", "liquidjs", "@asciidoctor/core", "@asciidoctor/tabs", "shiki"]:
+    if not (realdocs / pkg / "package.json").exists():
+        missing.append(f"{pkg}: not installed in tests/realdocs (npm ci there)")
 for m in MODULES:
     try:
         importlib.import_module(m)

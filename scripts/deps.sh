@@ -3,7 +3,8 @@
 #   deps.sh runtime   what `doc2ci run` needs: Chromium and its driver (the crawler's webdriver backend),
 #                     the shellcheck program (the lint stage's run: scripts); Node.js ≥ 20 must be on the machine
 #                     (`doc2ci setup` installs the lint tools with its npm)
-#   deps.sh test      runtime + the Python peers of the differential tests, llama.cpp's server, GNU time
+#   deps.sh test      runtime + the Python peers of the differential tests, llama.cpp's server, GNU time,
+#                     the documentation engines of tests/realdocs (Hugo, unified)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-test}"
@@ -39,8 +40,9 @@ if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0
 fi
 [ "$what" = runtime ] && exit 0
 
-# time: GNU time, the benchmarks' peak-memory figures.
-apt_install time
+# time: GNU time, the benchmarks' peak-memory figures. hugo, jekyll (+ jekyll-redirect-from): the GitLab
+# and Travis CI docs' engines, rendering tests/realdocs (Debian's builds: Hugo 0.111, Jekyll 4.3, kramdown 2.4).
+apt_install time hugo jekyll ruby-jekyll-redirect-from
 # The peers of the differential tests (torch-based ones are not here: their outputs are committed).
 # Every module they import is checked by scripts/check_peers.py, run by scripts/test.sh.
 pip_install \
@@ -55,3 +57,12 @@ pip_install \
 # xllamacpp wheel; tests/peers/llama_server.py starts it) and the `openai` client: the peers of the
 # generation tests and bench/. Nothing is compiled: building llama.cpp from source was most of a cold run.
 pip_install xllamacpp==2026.10.11549 openai==3.57.0
+
+# The Node.js engines of tests/realdocs (unified, remark, rehype, highlight.js, liquidjs: GitHub docs';
+# Asciidoctor.js, Asciidoctor Tabs, Shiki: CircleCI docs'), from its package-lock.json; reinstalled
+# only when the lockfile changed.
+if [ "$(cat tests/realdocs/node_modules/.lock-sha 2>/dev/null)" != "$(sha256sum < tests/realdocs/package-lock.json)" ]; then
+  echo "deps: npm ci in tests/realdocs" >&2
+  (cd tests/realdocs && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+  sha256sum < tests/realdocs/package-lock.json > tests/realdocs/node_modules/.lock-sha
+fi

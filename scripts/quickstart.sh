@@ -16,7 +16,8 @@ phase() {
 }
 
 phase deps ./scripts/deps.sh runtime
-phase build cargo build --release --quiet --bin doc2ci
+phase lock ./scripts/lock.sh
+phase build cargo build --release --locked --quiet --bin doc2ci
 phase setup "$bin" setup
 "$bin" plan
 phase run "$bin" run

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: dependencies, a check that every peer the tests compare
-# against imports, assets, then every crate's tests in the one optimised (release) build.
+# The whole test suite, as CI runs it: dependencies, the pinned crate versions, a check that every peer
+# the tests compare against imports, assets, then every crate's tests in the one optimised (release) build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/deps.sh test
+./scripts/lock.sh
 # A test that finds a peer missing fails instead of falling back to recorded results.
 export DOC2CI_REQUIRE_PEERS=1
 python3 scripts/check_peers.py
-cargo test --release --workspace --no-run --quiet
+cargo test --release --workspace --locked --no-run --quiet
 "$CARGO_TARGET_DIR/release/doc2ci" setup --quiet
-cargo test --release --workspace --no-fail-fast 2>&1
+cargo test --release --workspace --locked --no-fail-fast 2>&1

@@ -52,7 +52,7 @@ fn config(dir: &Path, services: &[&str], site: &str, backend: &str, crawl: &str)
 }
 
 /// Rows of a table as JSON objects, read by DuckDB (the way a user reads the warehouse).
-fn rows(wh: &Path, table: &str, cols: &str, order: &str) -> Vec<Value> {
+pub(crate) fn rows(wh: &Path, table: &str, cols: &str, order: &str) -> Vec<Value> {
     let script = format!(
         "import duckdb, json, sys\ncon = duckdb.connect()\nr = con.execute(\"SELECT {cols} FROM read_parquet('{}/{table}/**/*.parquet', hive_partitioning=true) ORDER BY {order}\")\nnames = [d[0] for d in r.description]\nprint(json.dumps([dict(zip(names, row)) for row in r.fetchall()], default=str))",
         wh.display()
@@ -192,7 +192,7 @@ fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     assert!(out.contains("ran ") && !out.contains("run crawl"), "{out}");
 }
 
-fn has_browser() -> bool {
+pub(crate) fn has_browser() -> bool {
     ["chromedriver", "chromium"]
         .iter()
         .all(|p| Command::new("which").arg(p).stdout(Stdio::null()).status().map(|s| s.success()).unwrap_or(false))

@@ -9,5 +9,6 @@ mod crawl;
 mod engine;
 mod generate;
 mod quality;
+mod realdocs;
 mod remote;
 mod study;

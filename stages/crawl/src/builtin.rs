@@ -112,9 +112,10 @@ pub fn builtin(name: &str) -> Option<Profile> {
         // `pre.highlight > code[data-lang=yaml]`; callout markers `<i class="conum"></i><b>(1)</b>`
         // sit inside the code and would end up in the YAML; `NOTE:` admonitions put their text
         // straight into `td.content`; Asciidoctor Tabs panels are all in the page (JavaScript hides
-        // the inactive ones with `hidden`).
+        // the inactive ones with `hidden`). A block's title (`div.title`, a listing's caption) is a
+        // line of its own, after the step that introduces the listing, not part of that step's text.
         "circleci-docs" => {
-            prose.extend(list(&[".admonitionblock td.content", ".colist td:last-child", ".hdlist2"]));
+            prose.extend(list(&["div.title", ".admonitionblock td.content", ".colist td:last-child", ".hdlist2"]));
             Profile {
                 service: Some("circleci".into()),
                 start_urls: list(&[
@@ -155,7 +156,9 @@ pub fn builtin(name: &str) -> Option<Profile> {
         }
         // The user documentation (`/user/`), without Travis CI Enterprise's admin pages and the
         // dated build-environment changelogs. kramdown + Rouge: `div.language-yaml.highlighter-rouge
-        // pre > code`; every heading gets a `#` anchor link, which must not reach its title.
+        // pre > code`; every heading gets a `#` anchor link, which must not reach its title. In a
+        // browser Prism wraps each block in `div.code-toolbar` with a toolbar naming the language,
+        // whose text would join a list item's.
         "travis-docs" => {
             prose.extend(list(&[".note-box"]));
             Profile {
@@ -172,7 +175,15 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 keep_query: false,
                 sitemap: false,
                 content_root: "main#main, main".into(),
-                remove: list(&["nav", "footer", "button", "aside.improve-page", "#toc", "a.toc-anchor"]),
+                remove: list(&[
+                    "nav",
+                    "footer",
+                    "button",
+                    "aside.improve-page",
+                    "#toc",
+                    "a.toc-anchor",
+                    ".code-toolbar > .toolbar",
+                ]),
                 yaml_blocks: list(&[
                     "div.language-yaml.highlighter-rouge pre > code",
                     "div.language-yml.highlighter-rouge pre > code",
