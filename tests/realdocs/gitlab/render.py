@@ -43,7 +43,7 @@ def main() -> None:
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     r = subprocess.run(
-        [hugo, "--quiet", "--source", str(HERE), "--contentDir", str(args.content.resolve()), "--destination", str(out)],
+        [hugo, "--quiet", "--noBuildLock", "--source", str(HERE), "--contentDir", str(args.content.resolve()), "--destination", str(out)],
         capture_output=True, text=True,
     )
     if r.returncode != 0:

@@ -49,7 +49,7 @@ def main() -> None:
             src = Path(tmp) / "site"
             shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("user", "legal.md", "index.md"))
             shutil.copytree(args.content, src / "user")
-        r = subprocess.run([jekyll, "build", "--quiet", "--source", str(src), "--destination", str(out)], capture_output=True, text=True)
+        r = subprocess.run([jekyll, "build", "--quiet", "--disable-disk-cache", "--source", str(src), "--destination", str(out)], capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"render.py: jekyll failed:\n{r.stdout}{r.stderr}")
         pages = {}
