@@ -43,7 +43,8 @@ fi
 # time: GNU time, the benchmarks' peak-memory figures. hugo, jekyll (+ jekyll-redirect-from): the GitLab
 # and Travis CI docs' engines, rendering tests/realdocs (Debian's builds: Hugo 0.111, Jekyll 4.3, kramdown 2.4).
 apt_install time hugo jekyll ruby-jekyll-redirect-from
-# The peers of the differential tests (torch-based ones are not here: their outputs are committed).
+# The peers of the differential tests (torch-based ones are not here: their outputs are committed), and
+# selenium, the crawler peer of bench/realdocs.sh.
 # Every module they import is checked by scripts/check_peers.py, run by scripts/test.sh.
 pip_install \
   duckdb==2.0.1 \
@@ -51,7 +52,8 @@ pip_install \
   sacrebleu==2.6.0 zss==1.2.0 rapidfuzz==3.14.6 crystalbleu==0.2 nltk==3.10.4 deepdiff==9.1.0 \
   html5lib==1.1 beautifulsoup4==4.15.0 \
   scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6 \
-  "moto[server]==5.2.5" boto3==1.43.11 polars==2.1.0
+  "moto[server]==5.2.5" boto3==1.43.11 polars==2.1.0 \
+  selenium==4.50.0
 
 # llama.cpp's own OpenAI-compatible server (its C++ server code, prebuilt without native CPU flags in the
 # xllamacpp wheel; tests/peers/llama_server.py starts it) and the `openai` client: the peers of the

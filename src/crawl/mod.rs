@@ -353,16 +353,21 @@ async fn crawl_async(p: &CrawlParams, src: &Source, backend: String, cx: &Ctx<'_
             // A page that ended on another origin is recorded by its full URL, never as a local path.
             let final_shown =
                 if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { shown(&landed, served) };
-            // The operator's name for this page: its other spellings are never queued again, and
-            // extraction reads one page per canonical URL.
+            // The operator's name for this page: the page is a variant (or a redirect stub) of it.
+            // Extraction reads one page per canonical URL, the canonical page itself where it was
+            // fetched, so that page is still fetched: a stub of jekyll-redirect-from names its
+            // target as canonical and holds none of its content.
             let mut canonical = None;
             if p.canonical {
                 if let Some(c) = f.html.as_deref().and_then(|h| doc2ci_crawl::canonical(h, &f.final_url)) {
                     let c = normalize(&c, profile.keep_query);
                     let cs = shown(&c, served);
                     if in_scope(&c, &scope).is_none() && cs != final_shown {
-                        seen.insert(cs.clone());
-                        queue.retain(|(q, _)| shown(q, served) != cs);
+                        if seen.insert(cs.clone()) {
+                            // A link of this page, so a resumed crawl queues it again.
+                            links.push(cs.clone());
+                            queue.push_back((c, depth + 1));
+                        }
                         canonical = Some(cs);
                     }
                 }

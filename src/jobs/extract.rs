@@ -50,16 +50,20 @@ impl Job for Extract {
 }
 
 /// Each page with HTML, once per canonical URL (a page reached twice, by a redirect or under
-/// another spelling, is read once), in fetch order, with what extraction found on it.
+/// another spelling, is read once: the canonical page itself where it was fetched, else the first
+/// variant), in fetch order, with what extraction found on it.
 fn extracted(src: &Source, mut pages: Vec<Page>) -> Result<Vec<(Page, doc2ci_crawl::Extraction)>> {
     let spec = src.crawl().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
     let compiled = spec.profile.compile().map_err(|e| anyhow!("profile `{}`: {e}", spec.profile_name))?;
     pages.sort_by_key(|p| p.seq);
+    let own: HashSet<String> =
+        pages.iter().filter(|p| p.html.is_some() && p.canonical.is_none()).map(|p| p.url.clone()).collect();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for pg in pages {
         let Some(html) = &pg.html else { continue };
-        if !seen.insert(pg.canonical.clone().unwrap_or_else(|| pg.url.clone())) {
+        let key = pg.canonical.clone().unwrap_or_else(|| pg.url.clone());
+        if (pg.canonical.is_some() && own.contains(&key)) || !seen.insert(key) {
             continue;
         }
         let e = doc2ci_crawl::extract(html, &compiled);

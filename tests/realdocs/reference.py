@@ -90,7 +90,8 @@ SITES = {
     # "Improve this page" aside, the title, the TOC, then the page, every heading ending in a `#`
     # link. Code is kramdown's `div.language-yaml.highlighter-rouge` (or Jekyll's `figure.highlight`
     # for `{% highlight %}`); note boxes hold their text directly. Travis CI Enterprise and the dated
-    # build-environment notes are not user documentation. In a browser, Prism wraps each block in
+    # build-environment notes are not user documentation. A language page's "at a glance" aside
+    # (its defaults and a minimal example) is part of the page. In a browser, Prism wraps each block in
     # `div.code-toolbar` with a toolbar naming the language.
     "travis-docs": {
         "start": ["/user/for-beginners/", "/user/tutorial/", "/user/customizing-the-build/"],
@@ -98,7 +99,7 @@ SITES = {
         "exclude": ["/user/enterprise/", "/user/build-environment-updates/"],
         "root": "main#main",
         "drop": [
-            "nav", "aside", "footer", "button", "svg", "script", "style", "template",
+            "nav", "aside.improve-page", "footer", "button", "svg", "script", "style", "template",
             "#toc", "a.toc-anchor", ".code-toolbar > .toolbar",
         ],
         "yaml": "div.language-yaml.highlighter-rouge pre > code, div.language-yml.highlighter-rouge pre > code, "

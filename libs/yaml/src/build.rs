@@ -97,6 +97,7 @@ enum Documents {
 /// The documents of the stream. The [`Limits`] on nodes and scalar bytes count the whole stream;
 /// anchors are scoped to their document, as ruamel's composer resets them per document.
 fn build_stream(text: &str, limits: &Limits, options: &Options, mode: Documents) -> Result<Vec<Value>, YamlError> {
+    stray_document_end(text)?;
     let mut b = Builder {
         limits,
         options,
@@ -159,6 +160,37 @@ fn build_stream(text: &str, limits: &Limits, options: &Options, mode: Documents)
         }
     }
     Ok(docs)
+}
+
+/// A document-end marker (`...`) where no document is open: at the start of the stream, or right
+/// after another one. ruamel's parser then starts an implicit document and fails on the marker
+/// ("expected the node content, but found '<document end>'"); saphyr skips it, so an elided
+/// example (`...` then the configuration, as real documentation writes it) would load.
+fn stray_document_end(text: &str) -> Result<(), YamlError> {
+    let marker =
+        |l: &str, m: &str| l.strip_prefix(m).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '#']));
+    let mut open = false;
+    for (i, line) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+        let t = line.trim_start_matches([' ', '\t']);
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if marker(line, "...") {
+            if !open {
+                return Err(YamlError {
+                    kind: ErrorKind::Syntax,
+                    line: i + 1,
+                    column: 1,
+                    message: "while parsing a block node expected the node content, but found '<document end>'".into(),
+                });
+            }
+            open = false;
+        } else if !line.starts_with('%') {
+            // `---` opens a document explicitly; any other line is content of an implicit one.
+            open = true;
+        }
+    }
+    Ok(())
 }
 
 fn full_tag(tag: &Tag) -> String {

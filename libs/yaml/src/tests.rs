@@ -141,6 +141,31 @@ fn single_document_only() {
     assert!(!load("- a\n- b", &Limits::default()).unwrap().is_mapping());
 }
 
+/// Where ruamel reads `...` with no document open (checked with ruamel.yaml 0.19.1): an elided
+/// example in real documentation (CircleCI's concurrency guide) begins with one.
+#[test]
+fn a_document_end_with_no_document_open_fails_as_in_ruamel() {
+    for text in [
+        "...\n",
+        "# c\n\n...\na: 1\n",
+        "...\n---\na: 1\n",
+        "a: 1\n...\n...\nb: 2\n",
+        "... # c\na: 1\n",
+        "\u{feff}...\na: 1\n",
+    ] {
+        let e = load_err(text, &Limits::default());
+        assert_eq!(e.kind, ErrorKind::Syntax, "{text:?}");
+        assert!(e.message.contains("found '<document end>'"), "{text:?}: {}", e.message);
+    }
+    let e = load_err("# c\n\n...\na: 1\n", &Limits::default());
+    assert_eq!((e.line, e.column), (3, 1));
+    // Markers that close a document, and text that only begins with dots, load as before.
+    assert_eq!(canon("---\n...\n"), "null");
+    assert_eq!(canon("...x: 1\n"), r#"{"...x":1}"#);
+    assert_eq!(canon("a: |\n  ...\n"), r#"{"a":"...\n"}"#);
+    assert_eq!(load_all("a: 1\n...\n---\nb: 2\n", &Limits::default()).unwrap().len(), 2);
+}
+
 #[test]
 fn tags_follow_the_safe_loader() {
     assert_eq!(

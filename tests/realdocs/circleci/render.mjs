@@ -74,7 +74,10 @@ function urlOf(file) {
   const parts = [component, module === 'ROOT' ? null : module, name === 'index' ? null : name].filter(Boolean)
   return '/docs/' + parts.join('/') + '/'
 }
-const pages = walk(contentDir).map((file) => ({ file, url: urlOf(file), component: path.relative(contentDir, file).split(path.sep)[0] }))
+// Only `pages/` are pages (partials, examples and attachments are included or linked from them).
+const pages = walk(contentDir)
+  .filter((f) => path.relative(contentDir, f).split(path.sep)[3] === 'pages')
+  .map((file) => ({ file, url: urlOf(file), component: path.relative(contentDir, file).split(path.sep)[0] }))
 
 const esc = (s) => String(s ?? '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 const UI_SCRIPT = `<script>

@@ -8,7 +8,7 @@ jekyll-redirect-from, and the `en` layout reduced to the markup a crawler sees (
 "Improve this page" aside, the TOC and the `#` anchors the site adds to headings, and the script that
 adds Prism's toolbar in a browser). The content is the pages beside this file (written in the site's
 dialect: `{: data-file=".travis.yml"}` and `{: .warning}` attribute lists, one-item numbered lists,
-`note-box` divs, `{% highlight %}`) or the `user/` folder of a checkout of the site given as --content.
+`note-box` divs, `{% highlight %}`) or the `user/` pages of a checkout of the site given as --content.
 
 Besides the site it writes DIR/_fences.json: every YAML fence of every page as written in the
 Markdown, and whether it loads as a mapping or a sequence (the oracle no renderer quirk can touch).
@@ -36,7 +36,7 @@ def permalink(md: str) -> str | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--content", type=Path, help="a folder of pages to render instead of the ones here")
+    ap.add_argument("--content", type=Path, help="a checkout of docs-travis-ci-com: its user/ pages instead of the ones here")
     args = ap.parse_args()
     jekyll = shutil.which("jekyll")
     if not jekyll:
@@ -46,9 +46,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = HERE
         if args.content:
+            # A checkout of the site: its `user/` pages with the `_includes` and `_data` they use,
+            # under this folder's layout and chrome (our includes win where both have one).
             src = Path(tmp) / "site"
-            shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("user", "legal.md", "index.md"))
-            shutil.copytree(args.content, src / "user")
+            for extra in ("_includes", "_data"):
+                if (args.content / extra).is_dir():
+                    shutil.copytree(args.content / extra, src / extra)
+            shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("user", "index.md", "legal.md"), dirs_exist_ok=True)
+            shutil.copytree(args.content / "user", src / "user")
         r = subprocess.run([jekyll, "build", "--quiet", "--disable-disk-cache", "--source", str(src), "--destination", str(out)], capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"render.py: jekyll failed:\n{r.stdout}{r.stderr}")
