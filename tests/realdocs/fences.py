@@ -1,11 +1,15 @@
 """The YAML fences of Markdown pages: the renderers' source oracle (`_fences.json`), shared by the
-Hugo and Jekyll renderers. Each fence is kept as written (dedented to its fence) with whether it loads
-as a mapping or a sequence; a rendered page must give exactly one pair per such fence."""
+Hugo and Jekyll renderers (and the YAML check by reference.py). Each fence is kept as written (dedented
+to its fence) with whether it loads as a mapping or a sequence; a rendered page must give exactly one
+pair per such fence."""
 from __future__ import annotations
 
 import io
 import json
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -54,3 +58,13 @@ def write(out: Path, pages: dict[str, str]) -> None:
     """`pages`: URL path → Markdown source."""
     table = {url: [{"code": c, "collection": collection(c)} for c in fences(body(md))] for url, md in pages.items()}
     (out / "_fences.json").write_text(json.dumps(table, indent=1))
+
+
+def run_engine(name: str, args: list[str]) -> None:
+    """Runs a site engine from PATH (hugo, jekyll), exiting with its output when it fails."""
+    exe = shutil.which(name)
+    if not exe:
+        sys.exit(f"render.py: {name} is not on PATH (scripts/deps.sh test installs it)")
+    r = subprocess.run([exe, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"render.py: {name} failed:\n{r.stdout}{r.stderr}")

@@ -22,7 +22,6 @@ Prints a JSON list of {url, title, description, reference, position}.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import posixpath
 import sys
@@ -30,7 +29,11 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 from bs4 import BeautifulSoup, NavigableString, Tag
-from ruamel.yaml import YAML
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docsite"))
+from check import collapse, normalize_reference as trim_lines  # noqa: E402  (the docsite's reference: same rule)
+from fences import collection as loads_as_collection  # noqa: E402  (the renderers' oracle: same YAML check)
 
 # What each site's renderer produces, in this extractor's own words (not doc2ci's profile).
 SITES = {
@@ -114,28 +117,6 @@ SITES = {
 BLOCK = {"pre", "ul", "ol", "dl", "table", "script", "style", "template", "h1", "h2", "h3", "h4", "h5", "h6"}
 HEADING = {f"h{i}": i for i in range(1, 7)}
 
-_yaml = YAML(typ="safe", pure=True)
-
-
-def loads_as_collection(text: str) -> bool:
-    try:
-        docs = list(_yaml.load_all(io.StringIO(text)))
-    except Exception:
-        return False
-    return len(docs) == 1 and isinstance(docs[0], (dict, list))
-
-
-def collapse(s: str) -> str:
-    return " ".join(s.split())
-
-
-def trim_lines(s: str) -> str:
-    lines = [ln.rstrip() for ln in s.split("\n")]
-    while lines and not lines[0]:
-        lines.pop(0)
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines)
 
 
 def hidden(el: Tag) -> bool:

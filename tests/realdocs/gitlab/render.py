@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,17 +36,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--content", type=Path, default=HERE / "content")
     args = ap.parse_args()
-    hugo = shutil.which("hugo")
-    if not hugo:
-        sys.exit("render.py: hugo is not on PATH (scripts/deps.sh test installs it)")
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
-    r = subprocess.run(
-        [hugo, "--quiet", "--noBuildLock", "--source", str(HERE), "--contentDir", str(args.content.resolve()), "--destination", str(out)],
-        capture_output=True, text=True,
-    )
-    if r.returncode != 0:
-        sys.exit(f"render.py: hugo failed:\n{r.stdout}{r.stderr}")
+    fences.run_engine("hugo", ["--quiet", "--noBuildLock", "--source", str(HERE), "--contentDir", str(args.content.resolve()),
+                               "--destination", str(out)])
     content = args.content.resolve()
     fences.write(out, {url_of(content, f): f.read_text(encoding="utf-8") for f in sorted(content.rglob("*.md"))})
     print(f"render: {sum(1 for _ in out.rglob('*.html'))} pages into {out}", file=sys.stderr)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,9 +37,6 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--content", type=Path, help="a checkout of docs-travis-ci-com: its user/ pages instead of the ones here")
     args = ap.parse_args()
-    jekyll = shutil.which("jekyll")
-    if not jekyll:
-        sys.exit("render.py: jekyll is not on PATH (scripts/deps.sh test installs it)")
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,9 +50,7 @@ def main() -> None:
                     shutil.copytree(args.content / extra, src / extra)
             shutil.copytree(HERE, src, ignore=shutil.ignore_patterns("user", "index.md", "legal.md"), dirs_exist_ok=True)
             shutil.copytree(args.content / "user", src / "user")
-        r = subprocess.run([jekyll, "build", "--quiet", "--disable-disk-cache", "--source", str(src), "--destination", str(out)], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"render.py: jekyll failed:\n{r.stdout}{r.stderr}")
+        fences.run_engine("jekyll", ["build", "--quiet", "--disable-disk-cache", "--source", str(src), "--destination", str(out)])
         pages = {}
         for f in sorted(src.rglob("*.md")):
             if f.name == "README.md" or any(p.startswith("_") for p in f.relative_to(src).parts):
