@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
 
 from bs4 import BeautifulSoup
 from selenium import webdriver
@@ -41,7 +40,7 @@ def main() -> None:
     ap.add_argument("--pages", type=argparse.FileType(), help="a JSON list of paths: visit only these (the pages doc2ci visited)")
     args = ap.parse_args()
     site = reference.SITES[args.site]
-    allowed = set(json.load(args.pages)) if args.pages else None
+    given = json.load(args.pages) if args.pages else None
     origin = args.origin.rstrip("/")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as profile:
@@ -51,22 +50,17 @@ def main() -> None:
             opts.add_argument(f)
         driver = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=opts)
         try:
-            # With --pages: those pages, in doc2ci's order (links are still read from each page, as
-            # a crawler must); without: the site's start pages, then what their links reach.
-            start = json.load(open(args.pages.name)) if args.pages else list(site["start"])
-            queue, seen, pairs, pages = start, set(start), [], 0
+            # With --pages: those pages, in doc2ci's order (each page's links are still read, as a
+            # crawler must); without: the site's start pages, then what their links reach.
+            queue = list(given) if given is not None else list(site["start"])
+            seen, pairs, pages = set(queue), [], 0
             while queue:
                 path = queue.pop(0)
                 driver.get(origin + path)
                 pages += 1
                 soup = BeautifulSoup(driver.page_source, "html5lib")
-                for a in soup.find_all(["a", "link"], href=True):
-                    u = urlsplit(urljoin(origin + path, a["href"]))
-                    if f"{u.scheme}://{u.netloc}" != origin:
-                        continue
-                    p = u.path or "/"
-                    in_scope = reference.in_scope(p, site["scope"]) and not any(p.startswith(x) for x in site.get("exclude", []))
-                    if (p in allowed if allowed is not None else in_scope) and p not in seen:
+                for p in reference.links(soup, origin, path, site):
+                    if given is None and p not in seen:
                         seen.add(p)
                         queue.append(p)
                 for i, pair in enumerate(reference.extract(soup, site)):

@@ -203,6 +203,21 @@ def in_scope(path: str, scope: str | list[str]) -> bool:
     return path == scope or path.startswith(scope.rstrip("/") + "/")
 
 
+def links(soup: BeautifulSoup, origin: str, path: str, site: dict) -> list[str]:
+    """The paths of a page's links a crawl of `site` follows: same origin, inside the CI section."""
+    out = []
+    for a in soup.find_all(["a", "link"], href=True):
+        u = urlsplit(urljoin(origin + path, a["href"]))
+        if u.scheme + "://" + u.netloc != origin:
+            continue
+        p = posixpath.normpath(u.path) if u.path not in ("", "/") else "/"
+        if u.path.endswith("/") and p != "/":
+            p += "/"
+        if in_scope(p, site["scope"]) and not any(p.startswith(x) for x in site.get("exclude", [])):
+            out.append(p)
+    return out
+
+
 def crawl(site_dir: Path, site: dict) -> list[dict]:
     origin = "http://site.example.com"
     queue = list(site["start"])
@@ -214,15 +229,8 @@ def crawl(site_dir: Path, site: dict) -> list[dict]:
         if f is None:
             continue
         soup = BeautifulSoup(f.read_bytes(), "html5lib")
-        for a in soup.find_all(["a", "link"], href=True):
-            u = urlsplit(urljoin(origin + path, a["href"]))
-            if u.scheme + "://" + u.netloc != origin:
-                continue
-            p = posixpath.normpath(u.path) if u.path not in ("", "/") else "/"
-            if u.path.endswith("/") and p != "/":
-                p += "/"
-            if in_scope(p, site["scope"]) and not any(p.startswith(x) for x in site.get("exclude", [])) \
-                    and p not in seen and p.rstrip("/") not in seen:
+        for p in links(soup, origin, path, site):
+            if p not in seen and p.rstrip("/") not in seen:
                 seen.add(p)
                 queue.append(p)
         for i, pair in enumerate(extract(soup, site)):

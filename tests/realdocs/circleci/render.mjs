@@ -15,6 +15,7 @@
 // source (callout markers stripped) and whether js-yaml loads it as a mapping or a sequence.
 import fs from 'node:fs'
 import path from 'node:path'
+import { parseArgs } from 'node:util'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import yaml from 'js-yaml'
@@ -25,9 +26,7 @@ const tabs = require('@asciidoctor/tabs')
 const shiki = require('shiki')
 
 const here = path.dirname(fileURLToPath(import.meta.url))
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
-)
+const { values: args } = parseArgs({ options: { out: { type: 'string' }, content: { type: 'string' } } })
 if (!args.out) {
   console.error('usage: render.mjs --out DIR [--content DIR]')
   process.exit(2)

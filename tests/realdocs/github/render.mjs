@@ -12,6 +12,7 @@
 // can touch (each such fence is exactly one pair).
 import fs from 'node:fs'
 import path from 'node:path'
+import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import matter from 'gray-matter'
 import yaml from 'js-yaml'
@@ -32,9 +33,7 @@ import { toHast } from 'mdast-util-to-hast'
 import { toString } from 'hast-util-to-string'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
-)
+const { values: args } = parseArgs({ options: { out: { type: 'string' }, content: { type: 'string' }, data: { type: 'string' } } })
 if (!args.out) {
   console.error('usage: render.mjs --out DIR [--content DIR] [--data DIR]')
   process.exit(2)
