@@ -74,6 +74,11 @@ enum Cmd {
     Push {
         #[arg(long, short, default_value = "pipeline.toml")]
         config: PathBuf,
+        /// Take over a remote prefix that holds objects this warehouse did not write (another
+        /// warehouse's mirror, other files): they are kept, and only what this warehouse writes
+        /// is ever deleted.
+        #[arg(long)]
+        adopt: bool,
     },
     /// Fetch the pinned assets (JSON Schemas, models) into the assets folder.
     Setup {
@@ -186,7 +191,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             if let Some(url) = &cfg.remote {
                 let wh = crate::warehouse::Warehouse::new(&cfg.warehouse);
                 let _lock = wh.lock()?;
-                crate::remote::Remote::open(url)?.sync(&wh, ui)?;
+                crate::remote::Remote::open(url)?.sync(&wh, ui, false)?;
             }
             let info = info?;
             if info.ran == 0 {
@@ -199,12 +204,12 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Push { config } => {
+        Cmd::Push { config, adopt } => {
             let cfg = Config::load(&config)?;
             let Some(url) = &cfg.remote else { bail!("{}: no [study] remote to push to", config.display()) };
             let wh = open_warehouse(&config)?;
             let _lock = wh.lock()?;
-            let s = crate::remote::Remote::open(url)?.sync(&wh, ui)?;
+            let s = crate::remote::Remote::open(url)?.sync(&wh, ui, adopt)?;
             println!("{url}: {} uploaded, {} unchanged, {} deleted", s.uploaded, s.unchanged, s.deleted);
             Ok(())
         }
@@ -354,7 +359,8 @@ fn status(config: &Path) -> Result<()> {
 }
 
 fn gc(config: &Path, ui: &Ui) -> Result<()> {
-    let p = crate::jobs::pipeline(&Config::load(config)?)?;
+    let cfg = Config::load(config)?;
+    let p = crate::jobs::pipeline(&cfg)?;
     let wh = p.warehouse();
     let _lock = wh.lock()?;
     let mut st = wh.load_state()?;
@@ -400,19 +406,28 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
             removed += 1;
         }
     }
-    // Staging leftovers of killed runs, and checkpoints of partitions that have since finished.
+    // Staging leftovers of killed runs, and checkpoints no run will resume: of partitions that
+    // have since finished under that key, that the study no longer declares, or whose key has
+    // moved on (a changed setting or input: the next run starts afresh under its new key).
     let staging = wh.meta().join("staging");
     freed += dir_size(&staging);
     let _ = std::fs::remove_dir_all(&staging);
+    let next_key: std::collections::HashMap<String, Option<String>> =
+        plan.items.iter().map(|i| (p.nodes[i.node].part.id(), i.key.as_ref().map(|k| k[..16].to_string()))).collect();
     let ck = wh.meta().join("checkpoints");
     if let Ok(rd) = std::fs::read_dir(&ck) {
         for e in rd.flatten() {
             let id = e.file_name().to_string_lossy().replace('~', "/");
             let current = st.partitions.get(&id).map(|p| p.key[..16].to_string());
-            let live = p.nodes.iter().any(|n| n.part.id() == id);
             for k in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
                 let name = k.file_name().to_string_lossy().into_owned();
-                if !live || current.as_deref() == Some(name.as_str()) {
+                let resumable = match next_key.get(&id) {
+                    None => false,
+                    // An upstream partition runs first: its key is not known yet.
+                    Some(None) => true,
+                    Some(Some(next)) => *next == name,
+                };
+                if !resumable || current.as_deref() == Some(name.as_str()) {
                     freed += dir_size(&k.path());
                     let _ = std::fs::remove_dir_all(k.path());
                     removed += 1;
@@ -420,6 +435,14 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
             }
             let _ = std::fs::remove_dir(e.path());
         }
+    }
+    // Entries of the shared request cache that a killed writer left half-written.
+    if let Some(c) = &cfg.request_cache {
+        let (n, bytes) = crate::backends::RequestCache::new(c).sweep();
+        if n > 0 {
+            ui.info(&format!("removed {n} half-written request cache file(s) in {}", c.dir.display()));
+        }
+        (removed, freed) = (removed + n, freed + bytes);
     }
     wh.save_state(&st)?;
     println!("gc: removed {removed} items, freed {freed} bytes");

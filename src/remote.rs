@@ -5,8 +5,11 @@
 //!
 //! The local warehouse stays the engine's working copy (lock, state, checkpoints are local); at the
 //! end of every `doc2ci run`, and on `doc2ci push`, each changed file is put under the same
-//! relative key, files gone locally are deleted, and `_doc2ci/manifest.json` (every key and its
-//! hash) is swapped in last. Object stores publish an object whole or not at all (a single PUT,
+//! relative key, and `_doc2ci/manifest.json` (whose mirror it is, every key it wrote and its hash)
+//! is swapped in last. The mirror touches only its own: it deletes only objects its manifest says
+//! this warehouse wrote, never a URL without a prefix, and never mixes into a prefix holding
+//! objects it did not write (another study, a fresh warehouse against an existing mirror) unless
+//! the user adopts it (`doc2ci push --adopt`). Object stores publish an object whole or not at all (a single PUT,
 //! or a multipart upload that is invisible until completed), and a partition is one object at a
 //! fixed key, so a reader sees a partition's old rows or its new ones, never a partial file, even
 //! if the run is killed mid-upload; the next sync finishes the job. What was uploaded is recorded
@@ -38,6 +41,20 @@ pub struct Remote {
     prefix: Key,
 }
 
+/// The mirror's own record, `_doc2ci/manifest.json` under the prefix: whose mirror it is (the
+/// warehouse's id) and every object it wrote (relative path → blake3), so any machine agrees on
+/// what the mirror may delete.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Manifest {
+    #[serde(default)]
+    warehouse: Option<String>,
+    #[serde(default)]
+    written: String,
+    files: BTreeMap<String, String>,
+}
+
+const MANIFEST: &str = "_doc2ci/manifest.json";
+
 /// What the last syncs uploaded (relative path → blake3 of the bytes), for one remote URL.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Record {
@@ -62,7 +79,13 @@ pub fn check_url(url: &str) -> Result<(ObjectStoreScheme, String)> {
         ObjectStoreScheme::Local
         | ObjectStoreScheme::AmazonS3
         | ObjectStoreScheme::GoogleCloudStorage
-        | ObjectStoreScheme::MicrosoftAzure => Ok((scheme, path.to_string())),
+        | ObjectStoreScheme::MicrosoftAzure => {
+            // The bucket's root (or `/`) holds other things: the mirror would mix into them.
+            if path.as_ref().trim_matches('/').is_empty() {
+                bail!("remote {url:?} names no prefix: give the folder the warehouse is mirrored under (s3://bucket/my-study)");
+            }
+            Ok((scheme, path.to_string()))
+        }
         other => bail!("remote {url:?}: {other:?} is not a supported store (s3, gs, az, file)"),
     }
 }
@@ -91,13 +114,93 @@ impl Remote {
         rel.split('/').fold(self.prefix.clone(), |k, part| k.join(part))
     }
 
-    /// Brings the remote copy up to the local warehouse.
-    pub fn sync(&self, wh: &Warehouse, ui: &Ui) -> Result<Synced> {
+    /// Brings the remote copy up to the local warehouse. `adopt`: take over a prefix that holds
+    /// objects this warehouse did not write (they are kept; only what it writes is ever deleted).
+    pub fn sync(&self, wh: &Warehouse, ui: &Ui, adopt: bool) -> Result<Synced> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(self.sync_async(wh, ui))
+        rt.block_on(self.sync_async(wh, ui, adopt))
     }
 
-    async fn sync_async(&self, wh: &Warehouse, ui: &Ui) -> Result<Synced> {
+    /// The remote's manifest, if the prefix has one.
+    async fn manifest(&self) -> Result<Option<Manifest>> {
+        match self.store.get(&self.key(MANIFEST)).await {
+            Ok(r) => {
+                let bytes = r.bytes().await.with_context(|| format!("reading {MANIFEST} from {}", self.url))?;
+                let m = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{}: {MANIFEST} is not a doc2ci mirror manifest", self.url))?;
+                Ok(Some(m))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {MANIFEST} from {}", self.url)),
+        }
+    }
+
+    async fn put_manifest(&self, m: &Manifest) -> Result<()> {
+        self.store
+            .put(&self.key(MANIFEST), PutPayload::from(serde_json::to_vec_pretty(m)?))
+            .await
+            .with_context(|| format!("writing the manifest to {}", self.url))?;
+        Ok(())
+    }
+
+    /// Up to `n` keys under the prefix, and whether there are more.
+    async fn some_keys(&self, n: usize) -> Result<(Vec<String>, bool)> {
+        let mut listing = self.store.list(Some(&self.prefix));
+        let mut out = Vec::new();
+        while let Some(meta) = listing.next().await {
+            let meta = meta.with_context(|| format!("listing {}", self.url))?;
+            if out.len() == n {
+                return Ok((out, true));
+            }
+            out.push(meta.location.to_string());
+        }
+        Ok((out, false))
+    }
+
+    /// The objects under the prefix this warehouse owns: those its manifest lists, when the
+    /// manifest is this warehouse's. Anything else there is someone else's, and refused unless
+    /// adopted.
+    async fn owned(&self, wh: &Warehouse, id: &str, adopt: bool) -> Result<BTreeMap<String, String>> {
+        let local_record = std::fs::read(wh.meta().join("remote.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
+            .is_some_and(|r| r.url == self.url);
+        let take_over = "point `[study] remote` at a prefix of its own, or take this one over with \
+                         `doc2ci push --adopt` (what is there is kept: only objects this warehouse writes are \
+                         ever deleted)";
+        match self.manifest().await? {
+            Some(m) if m.warehouse.as_deref() == Some(id) => Ok(m.files),
+            // Written by an older doc2ci, which recorded no owner: ours if this warehouse synced here.
+            Some(m) if m.warehouse.is_none() && local_record => Ok(m.files),
+            Some(_) if adopt => Ok(BTreeMap::new()),
+            Some(m) => bail!(
+                "remote {} is the mirror of another warehouse ({}, {} objects, written {}): doc2ci will not \
+                 overwrite or delete them; {take_over}",
+                self.url,
+                m.warehouse.as_deref().map_or("written by an older doc2ci".to_string(), |w| format!("id {w}")),
+                m.files.len(),
+                m.written
+            ),
+            None if adopt => Ok(BTreeMap::new()),
+            None => {
+                let (some, more) = self.some_keys(5).await?;
+                if !some.is_empty() {
+                    bail!(
+                        "remote {} already holds objects doc2ci did not write ({}{}): it will not mix the warehouse \
+                         into them; {take_over}",
+                        self.url,
+                        some.join(", "),
+                        if more { ", …" } else { "" }
+                    );
+                }
+                Ok(BTreeMap::new())
+            }
+        }
+    }
+
+    async fn sync_async(&self, wh: &Warehouse, ui: &Ui, adopt: bool) -> Result<Synced> {
+        let id = wh.id()?;
+        let mut owned = self.owned(wh, &id, adopt).await?;
         let record_path = wh.meta().join("remote.json");
         let mut record: Record = std::fs::read(&record_path)
             .ok()
@@ -106,45 +209,48 @@ impl Remote {
             .unwrap_or_else(|| Record { url: self.url.clone(), files: BTreeMap::new() });
         let local = local_files(&wh.root)?;
         let mut out = Synced::default();
+        let mut todo = Vec::new();
         for rel in &local {
             let path = wh.root.join(rel);
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             let hash = blake3::hash(&bytes).to_hex().to_string();
-            if record.files.get(rel) == Some(&hash) {
+            if record.files.get(rel) == Some(&hash) && owned.contains_key(rel) {
                 out.unchanged += 1;
-                continue;
+            } else {
+                todo.push((rel.clone(), hash, bytes));
             }
+        }
+        // What is about to be written is recorded as this warehouse's first: a sync killed mid-way
+        // leaves no object that the next one would take for someone else's.
+        let mut manifest = Manifest { warehouse: Some(id), written: crate::warehouse::now(), files: owned.clone() };
+        if todo.iter().any(|(rel, _, _)| !owned.contains_key(rel)) {
+            manifest.files.extend(todo.iter().map(|(rel, hash, _)| (rel.clone(), hash.clone())));
+            self.put_manifest(&manifest).await?;
+        }
+        for (rel, hash, bytes) in todo {
             crate::engine::test_hook("DOC2CI_TEST_REMOTE_DELAY_MS");
             out.bytes += bytes.len() as u64;
-            self.put(rel, bytes).await.with_context(|| format!("uploading {rel} to {}", self.url))?;
-            record.files.insert(rel.clone(), hash);
+            self.put(&rel, bytes).await.with_context(|| format!("uploading {rel} to {}", self.url))?;
+            owned.insert(rel.clone(), hash.clone());
+            record.files.insert(rel, hash);
             atomic_write(&record_path, &serde_json::to_vec(&record)?)?;
             out.uploaded += 1;
         }
-        // Files no longer in the warehouse (stale partitions, gc) go from the remote too.
-        // Compared as keys, encoded as the store spells them.
-        let keep: BTreeSet<String> = local.iter().map(|r| self.key(r).to_string()).collect();
-        let meta_dir = self.key("_doc2ci").to_string();
-        let mut listing = self.store.list(Some(&self.prefix));
-        let mut stale = Vec::new();
-        while let Some(meta) = listing.next().await {
-            let meta = meta.with_context(|| format!("listing {}", self.url))?;
-            let k = meta.location.to_string();
-            if !k.starts_with(&format!("{meta_dir}/")) && !keep.contains(&k) {
-                stale.push(meta.location);
+        // Objects this warehouse wrote whose files are gone (stale partitions, gc) go from the
+        // remote too; nothing it did not write is ever deleted.
+        for rel in owned.keys().filter(|r| !local.contains(*r)).cloned().collect::<Vec<_>>() {
+            match self.store.delete(&self.key(&rel)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e).with_context(|| format!("deleting {rel} from {}", self.url)),
             }
-        }
-        for key in stale {
-            self.store.delete(&key).await.with_context(|| format!("deleting {key} from {}", self.url))?;
+            owned.remove(&rel);
             out.deleted += 1;
         }
         record.files.retain(|k, _| local.contains(k));
         atomic_write(&record_path, &serde_json::to_vec(&record)?)?;
-        let manifest = serde_json::json!({"written": crate::warehouse::now(), "files": record.files});
-        self.store
-            .put(&self.key("_doc2ci/manifest.json"), PutPayload::from(serde_json::to_vec_pretty(&manifest)?))
-            .await
-            .with_context(|| format!("writing the manifest to {}", self.url))?;
+        manifest.files = owned;
+        manifest.written = crate::warehouse::now();
+        self.put_manifest(&manifest).await?;
         if out.uploaded + out.deleted > 0 {
             ui.info(&format!(
                 "remote {}: {} files uploaded ({:.1} MiB), {} unchanged, {} deleted",
@@ -203,4 +309,115 @@ fn local_files(root: &Path) -> Result<BTreeSet<String>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warehouse with one table file `name` holding `body`.
+    fn warehouse(dir: &Path, files: &[(&str, &str)]) -> Warehouse {
+        for (rel, body) in files {
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        Warehouse::new(dir)
+    }
+
+    fn tree(root: &Path) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    out.insert(e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        out
+    }
+
+    fn url(p: &Path) -> String {
+        format!("file://{}", p.display())
+    }
+
+    #[test]
+    fn a_url_without_a_prefix_is_refused() {
+        for u in ["s3://bucket", "s3://bucket/", "file:///", "gs://b"] {
+            let e = check_url(u).unwrap_err().to_string();
+            assert!(e.contains("names no prefix"), "{u}: {e}");
+        }
+        assert!(check_url("s3://bucket/study").is_ok());
+    }
+
+    #[test]
+    fn the_mirror_never_deletes_or_mixes_into_what_it_did_not_write() {
+        let ui = Ui::new(true);
+        let tmp = tempfile::tempdir().unwrap();
+        let remote = tmp.path().join("bucket");
+        let mirror = remote.join("study");
+        // Another study's folder and a notes file already under the prefix.
+        std::fs::create_dir_all(mirror.join("other-study")).unwrap();
+        std::fs::write(mirror.join("other-study/part-0.parquet"), "theirs").unwrap();
+        std::fs::write(mirror.join("NOTES.md"), "keep me").unwrap();
+        let wh = warehouse(&tmp.path().join("wh"), &[("pairs/service=a/part-0.parquet", "p")]);
+        let r = Remote::open(&url(&mirror)).unwrap();
+        let e = r.sync(&wh, &ui, false).unwrap_err().to_string();
+        assert!(e.contains("did not write") && e.contains("NOTES.md") && e.contains("--adopt"), "{e}");
+        assert_eq!(tree(&mirror).len(), 2, "a refused sync writes nothing");
+
+        // Adopted: its files are kept, the warehouse's are added, and what goes is only its own.
+        r.sync(&wh, &ui, true).unwrap();
+        assert!(tree(&mirror).contains("NOTES.md") && tree(&mirror).contains("other-study/part-0.parquet"));
+        assert!(tree(&mirror).contains("pairs/service=a/part-0.parquet"));
+        std::fs::remove_file(wh.root.join("pairs/service=a/part-0.parquet")).unwrap();
+        let s = r.sync(&wh, &ui, false).unwrap();
+        assert_eq!(s.deleted, 1);
+        assert_eq!(
+            tree(&mirror),
+            BTreeSet::from(["NOTES.md".into(), "other-study/part-0.parquet".into(), MANIFEST.into()])
+        );
+    }
+
+    #[test]
+    fn a_fresh_warehouse_against_a_populated_mirror_is_refused() {
+        let ui = Ui::new(true);
+        let tmp = tempfile::tempdir().unwrap();
+        let mirror = tmp.path().join("bucket/study");
+        let files = [("pairs/service=a/part-0.parquet", "p"), ("scores/service=a/model=m/part-0.parquet", "s")];
+        let a = warehouse(&tmp.path().join("a"), &files);
+        Remote::open(&url(&mirror)).unwrap().sync(&a, &ui, false).unwrap();
+        let before = tree(&mirror);
+        assert_eq!(before.len(), 3);
+        // Another machine: same study, empty warehouse. Without the owner check it would delete all.
+        let b = warehouse(&tmp.path().join("b"), &[]);
+        let e = Remote::open(&url(&mirror)).unwrap().sync(&b, &ui, false).unwrap_err().to_string();
+        assert!(e.contains("mirror of another warehouse") && e.contains("2 objects"), "{e}");
+        assert_eq!(tree(&mirror), before);
+        // The owner, even after forgetting what it uploaded, still syncs (the manifest says it is its).
+        std::fs::remove_file(a.meta().join("remote.json")).unwrap();
+        let s = Remote::open(&url(&mirror)).unwrap().sync(&a, &ui, false).unwrap();
+        assert_eq!((s.uploaded, s.deleted), (2, 0));
+    }
+
+    #[test]
+    fn neighbouring_prefixes_are_separate_mirrors() {
+        let ui = Ui::new(true);
+        let tmp = tempfile::tempdir().unwrap();
+        let bucket = tmp.path().join("bucket");
+        let a = warehouse(&tmp.path().join("a"), &[("pairs/service=a/part-0.parquet", "a")]);
+        let b = warehouse(&tmp.path().join("b"), &[("pairs/service=b/part-0.parquet", "b")]);
+        Remote::open(&url(&bucket.join("study"))).unwrap().sync(&a, &ui, false).unwrap();
+        Remote::open(&url(&bucket.join("study2"))).unwrap().sync(&b, &ui, false).unwrap();
+        std::fs::remove_file(a.root.join("pairs/service=a/part-0.parquet")).unwrap();
+        Remote::open(&url(&bucket.join("study"))).unwrap().sync(&a, &ui, false).unwrap();
+        assert_eq!(tree(&bucket.join("study")), BTreeSet::from([MANIFEST.to_string()]));
+        assert_eq!(
+            tree(&bucket.join("study2")),
+            BTreeSet::from(["pairs/service=b/part-0.parquet".to_string(), MANIFEST.to_string()])
+        );
+    }
 }

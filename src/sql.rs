@@ -31,14 +31,24 @@ pub const VIEWS: &[(&str, &str)] = &[
          SUM(CASE WHEN not_modified THEN 1 ELSE 0 END) AS pages_not_modified, SUM(transferred) AS bytes_transferred FROM pages GROUP BY service), \
          cb AS (SELECT service, SUM(CASE WHEN kind = 'not yaml' THEN 0 ELSE 1 END) AS yaml_blocks, \
          SUM(CASE WHEN kind = 'not yaml' THEN 1 ELSE 0 END) AS skipped_not_yaml, SUM(CASE WHEN kind = 'yaml scalar' THEN 1 ELSE 0 END) AS skipped_yaml_scalar, \
-         SUM(CASE WHEN kind = 'yaml parse error' THEN 1 ELSE 0 END) AS skipped_yaml_parse_error FROM code_blocks GROUP BY service), \
+         SUM(CASE WHEN kind = 'yaml parse error' THEN 1 ELSE 0 END) AS skipped_yaml_parse_error, \
+         SUM(CASE WHEN kind IN ('removed by profile rule', 'hidden', 'outside the content root') THEN 1 ELSE 0 END) AS skipped_removed \
+         FROM code_blocks GROUP BY service), \
          raw AS (SELECT service, COUNT(*) AS raw_pairs FROM pairs_raw GROUP BY service), \
          kept AS (SELECT service, COUNT(*) AS unique_pairs, COUNT(DISTINCT regexp_replace(trim(description), '\\s+', ' ', 'g')) AS unique_descriptions, \
          SUM(CASE WHEN leak IS NULL THEN 0 ELSE 1 END) AS leaks FROM pairs GROUP BY service) \
          SELECT pg.service, pages, pages_failed, pages_not_modified, bytes_transferred, yaml_blocks, skipped_not_yaml, skipped_yaml_scalar, \
-         skipped_yaml_parse_error, raw_pairs, raw_pairs - unique_pairs AS duplicates_removed, \
+         skipped_yaml_parse_error, skipped_removed, raw_pairs, raw_pairs - unique_pairs AS duplicates_removed, \
          100.0 * (raw_pairs - unique_pairs) / raw_pairs AS duplicate_pct, unique_pairs, unique_descriptions, leaks \
          FROM pg JOIN cb ON pg.service = cb.service JOIN raw ON pg.service = raw.service JOIN kept ON pg.service = kept.service ORDER BY pg.service",
+    ),
+    // Every YAML block that did not become a pair, by reason and (removed ones) by the profile rule
+    // that removed it: a rule that swallows examples shows here.
+    (
+        "crawl_skipped",
+        "SELECT service, source, kind AS reason, CASE WHEN kind = 'removed by profile rule' THEN detail END AS rule, \
+         COUNT(*) AS blocks FROM code_blocks WHERE kind <> 'pair' AND kind <> 'not yaml' \
+         GROUP BY service, source, kind, rule ORDER BY service, source, blocks DESC",
     ),
     // The study's Table I: zero-shot quality and validity per model, with the validity ladder's lint
     // steps beside parse and schema (over the outputs a tool judged). Without a lints table, the

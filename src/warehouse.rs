@@ -124,6 +124,13 @@ impl Partition {
     }
 }
 
+/// A partition a job reads stands in its parameters by its id.
+impl Serialize for Partition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.id())
+    }
+}
+
 /// What the engine remembers of a finished partition; the cache key decides reuse.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PartState {
@@ -141,6 +148,19 @@ pub struct PartState {
     pub finished_at: String,
     #[serde(default)]
     pub seconds: f64,
+    /// The file as published: its size and modification time. A file whose size differs is not
+    /// the output; one whose time differs is hashed again (absent in older warehouses: hashed).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub mtime_ns: Option<i128>,
+}
+
+/// A file's size and modification time (ns since the epoch), as [`PartState`] records them.
+pub fn stamp(path: &Path) -> std::io::Result<(u64, Option<i128>)> {
+    let m = fs::metadata(path)?;
+    let t = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i128);
+    Ok((m.len(), t))
 }
 
 fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
@@ -212,6 +232,21 @@ impl Warehouse {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
         }
+    }
+
+    /// This warehouse's id, made once: what a mirror records as its owner.
+    pub fn id(&self) -> Result<String> {
+        let path = self.meta().join("id");
+        if let Ok(id) = fs::read_to_string(&path) {
+            if !id.trim().is_empty() {
+                return Ok(id.trim().to_string());
+            }
+        }
+        fs::create_dir_all(self.meta())?;
+        let seed = format!("{}\n{}", self.root.display(), unique());
+        let id = blake3::hash(seed.as_bytes()).to_hex()[..32].to_string();
+        atomic_write(&path, id.as_bytes())?;
+        Ok(id)
     }
 
     pub fn save_state(&self, st: &State) -> Result<()> {
@@ -297,7 +332,25 @@ impl Warehouse {
         }
         fs::create_dir_all(&target)?;
         fs::rename(&tmp, self.file(p)).with_context(|| format!("cannot move partition into {}", target.display()))?;
+        sync_dir(&target)?;
         Ok(blake3::hash(&bytes).to_hex().to_string())
+    }
+
+    /// Why the partition's file is not what was published as `st` (None: it is). Size first, then
+    /// the content hash only when size or time differ, so a no-op run reads no file.
+    pub fn unpublished(&self, p: &Partition, st: &PartState) -> Option<String> {
+        let f = self.file(p);
+        let Ok((bytes, mtime)) = stamp(&f) else { return Some("output missing from the warehouse".into()) };
+        if st.bytes.is_some_and(|b| b != bytes) {
+            return Some("output on disk is not what was published (size changed)".into());
+        }
+        if st.bytes.is_some() && st.mtime_ns.is_some() && st.mtime_ns == mtime {
+            return None;
+        }
+        let same = File::open(&f)
+            .and_then(|fh| blake3::Hasher::new().update_reader(fh).map(|h| h.finalize().to_hex().to_string()))
+            .is_ok_and(|h| h == st.output_hash);
+        (!same).then(|| "output on disk is not what was published (content changed)".into())
     }
 
     /// The partition's rows; none when it was never written.
@@ -498,7 +551,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         f.sync_all()?;
     }
     fs::rename(&tmp, path).with_context(|| format!("cannot rename into {}", path.display()))?;
-    Ok(())
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// A rename is durable only once its folder is: after a power loss the state could otherwise
+/// name a file whose rename was lost.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
 }
 
 fn tracing_options() -> TracingOptions {

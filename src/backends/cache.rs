@@ -1,9 +1,13 @@
-//! The request cache shared across studies (issue 16): an answered request is kept under the hash
-//! of what decides its answer — the backend kind, the model id, the whole request (messages,
-//! temperature, token cap, seed, extra body parameters) and the sample number — in a folder outside
-//! any warehouse, so a second study folder with the same model and prompts asks nothing and pays
-//! nothing. Credentials are never part of a request, so never of the key; failures are never
-//! stored; an entry older than the TTL is asked again. Where: `DOC2CI_REQUEST_CACHE` (a folder, or
+//! The request cache shared across studies (issues 16 and 30): an answered request is kept under the
+//! hash of everything that shapes its answer — the backend kind, the endpoint (the normalised
+//! `base_url`s, or the `cache_namespace` a user declares for endpoints they know to be the same),
+//! the model id, the backend's options (`num_ctx`), the weights' content hash and the decoder's
+//! numerics version (embedded), the prompt version, the whole request (messages, temperature,
+//! token cap, seed, extra body parameters) and the sample number — in a folder outside any
+//! warehouse, so a second study folder with the same model and prompts asks nothing and pays
+//! nothing, and two servers that both call their model `default` never share answers.
+//! Credentials are never part of a request or of a normalised URL, so never of the key; failures
+//! are never stored; an entry older than the TTL is asked again. Where: `DOC2CI_REQUEST_CACHE` (a folder, or
 //! `off`), else `[study] request_cache` (a folder, or `"off"`), else `~/.cache/doc2ci/requests`;
 //! `doc2ci run --no-request-cache` turns it off for one run.
 
@@ -13,6 +17,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use doc2ci_llm::{Reply, Request};
 use serde::{Deserialize, Serialize};
+
+use super::GenSettings;
 
 /// Where the cache lives and how long an entry stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,12 +68,16 @@ impl RequestCache {
         RequestCache { s: s.clone() }
     }
 
-    /// The content address of one request of sample `sample`.
-    pub fn key(kind: &str, model_id: &str, req: &Request, sample: u32) -> String {
+    /// The content address of one request of sample `sample` to the model `g` describes. Version
+    /// 2: entries written under version 1's key (no endpoint, options or weights) are never served.
+    pub fn key(g: &GenSettings, req: &Request, sample: u32) -> String {
         let messages: Vec<(&str, &str)> = req.messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+        let k = &g.key;
         let body = serde_json::json!({
-            "v": 1, "kind": kind, "model": model_id, "messages": messages, "temperature": req.temperature,
-            "max_tokens": req.max_tokens, "seed": req.seed, "extra": req.extra, "sample": sample,
+            "v": 2, "kind": k.backend, "endpoint": k.endpoint, "model": k.model_id, "num_ctx": k.num_ctx,
+            "weights": super::pins(Some(g)), "prompt": doc2ci_generate::PROMPT_VERSION,
+            "messages": messages, "temperature": req.temperature, "max_tokens": req.max_tokens, "seed": req.seed,
+            "extra": req.extra, "sample": sample,
         });
         blake3::hash(body.to_string().as_bytes()).to_hex().to_string()
     }
@@ -94,7 +104,30 @@ impl RequestCache {
             finish_reason: e.finish_reason,
             endpoint: FROM_CACHE.into(),
             attempts: 0,
+
+            billed_retries: 0,
         })
+    }
+
+    /// Removes what killed writers left half-written (`.<key>.<pid>.part` of a process that is
+    /// gone; the cache is shared, so a live writer's file stays): how many files and bytes.
+    pub fn sweep(&self) -> (usize, u64) {
+        let (mut n, mut bytes) = (0, 0);
+        for shard in std::fs::read_dir(&self.s.dir).into_iter().flatten().flatten() {
+            for e in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_suffix(".part").and_then(|s| s.rsplit('.').next()) else { continue };
+                let alive = pid.parse::<u32>().is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                if alive {
+                    continue;
+                }
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                if std::fs::remove_file(e.path()).is_ok() {
+                    (n, bytes) = (n + 1, bytes + len);
+                }
+            }
+        }
+        (n, bytes)
     }
 
     /// Stores an answer (written aside and renamed: a reader never sees half an entry).
@@ -140,27 +173,82 @@ mod tests {
             finish_reason: Some("stop".into()),
             endpoint: "http://127.0.0.1:1/v1".into(),
             attempts: 2,
+            billed_retries: 0,
         }
+    }
+
+    /// A server model as `pipeline.toml` would declare it.
+    fn model(backend: &str, model: &str, extra: &str) -> GenSettings {
+        let cfg = format!(
+            "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n\
+             [[models]]\nname = \"x\"\nbackend = \"{backend}\"\nmodel = \"{model}\"\n{extra}\n"
+        );
+        let c = crate::config::Config::parse(&std::env::temp_dir().join("p.toml"), &cfg).unwrap();
+        c.models[0].gen().unwrap().clone()
     }
 
     #[test]
     fn the_key_is_what_decides_the_answer() {
-        let k = RequestCache::key("openai", "m", &req("a"), 0);
-        assert_eq!(k, RequestCache::key("openai", "m", &req("a"), 0));
-        assert_ne!(k, RequestCache::key("openai", "m", &req("b"), 0));
-        assert_ne!(k, RequestCache::key("openai", "m2", &req("a"), 0));
-        assert_ne!(k, RequestCache::key("ollama", "m", &req("a"), 0));
-        assert_ne!(k, RequestCache::key("openai", "m", &req("a"), 1), "sample k is its own draw");
+        let url = "base_url = \"http://127.0.0.1:8000/v1\"";
+        let oa = model("openai", "m", url);
+        let k = RequestCache::key(&oa, &req("a"), 0);
+        assert_eq!(k, RequestCache::key(&oa, &req("a"), 0));
+        assert_ne!(k, RequestCache::key(&oa, &req("b"), 0));
+        assert_ne!(k, RequestCache::key(&model("openai", "m2", url), &req("a"), 0));
+        assert_ne!(k, RequestCache::key(&model("ollama", "m", url), &req("a"), 0));
+        assert_ne!(k, RequestCache::key(&oa, &req("a"), 1), "sample k is its own draw");
         let mut hot = req("a");
         hot.temperature = 0.7;
-        assert_ne!(k, RequestCache::key("openai", "m", &hot, 0));
+        assert_ne!(k, RequestCache::key(&oa, &hot, 0));
+        // Another server with a model of the same name is another model.
+        let other = model("openai", "m", "base_url = \"http://127.0.0.1:8001/v1\"");
+        assert_ne!(k, RequestCache::key(&other, &req("a"), 0));
+        // The same server spelt otherwise, or with credentials in its URL, is the same one.
+        let same = model("openai", "m", "base_url = \"http://user:pw@127.0.0.1:8000/v1/\"");
+        assert_eq!(k, RequestCache::key(&same, &req("a"), 0));
+        // A declared namespace is shared by whichever endpoints name it, and only by them.
+        let ns = |u: &str| model("openai", "m", &format!("base_url = \"{u}\"\ncache_namespace = \"fleet\""));
+        let kn = RequestCache::key(&ns("http://a:1/v1"), &req("a"), 0);
+        assert_eq!(kn, RequestCache::key(&ns("http://b:2/v1"), &req("a"), 0));
+        assert_ne!(kn, k);
+        // Ollama's context window changes what the model reads.
+        let ol = |ctx: u32| model("ollama", "m", &format!("{url}\nnum_ctx = {ctx}"));
+        assert_ne!(RequestCache::key(&ol(2048), &req("a"), 0), RequestCache::key(&ol(8192), &req("a"), 0));
+    }
+
+    #[test]
+    fn embedded_answers_are_keyed_by_the_weights_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m.gguf");
+        std::fs::write(&f, b"weights one").unwrap();
+        let mut g = model("embedded", f.to_str().unwrap(), "");
+        g.model_file = Some(f.clone());
+        let k1 = RequestCache::key(&g, &req("a"), 0);
+        // Same path, other content (the cache is per process by size and time: change both).
+        std::fs::write(&f, b"weights two, longer").unwrap();
+        assert_ne!(k1, RequestCache::key(&g, &req("a"), 0));
+    }
+
+    #[test]
+    fn gc_sweeps_only_dead_writers_half_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: None });
+        let k = RequestCache::key(&model("openai", "m", "base_url = \"http://h/v1\""), &req("a"), 0);
+        c.put(&k, &reply()).unwrap();
+        let shard = dir.path().join(&k[..2]);
+        // A writer that no longer runs (pid far above pid_max), and one that does (us).
+        std::fs::write(shard.join(format!(".{k}.4294967295.part")), b"half").unwrap();
+        std::fs::write(shard.join(format!(".{k}.{}.part", std::process::id())), b"live").unwrap();
+        assert_eq!(c.sweep(), (1, 4));
+        assert!(c.get(&k).is_some(), "a whole entry stays");
+        assert!(shard.join(format!(".{k}.{}.part", std::process::id())).exists());
     }
 
     #[test]
     fn an_answer_comes_back_marked_and_expires() {
         let dir = tempfile::tempdir().unwrap();
         let c = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: None });
-        let k = RequestCache::key("openai", "m", &req("a"), 0);
+        let k = RequestCache::key(&model("openai", "m", "base_url = \"http://h/v1\""), &req("a"), 0);
         assert!(c.get(&k).is_none());
         c.put(&k, &reply()).unwrap();
         let hit = c.get(&k).unwrap();

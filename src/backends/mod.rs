@@ -21,24 +21,36 @@ pub use budget::Budget;
 pub use cache::{CacheSettings, RequestCache};
 pub use embedded::SMOLLM2_GGUF;
 
-/// How a generative model is called. `key` part (what changes the outputs) is in the cache
-/// key; throughput knobs (endpoints, concurrency, limits, retries) are not, so moving a model
-/// to a bigger fleet re-generates nothing.
+/// How a generative model is called. Its `key` (what changes the outputs) is in the cache key;
+/// throughput knobs (concurrency, limits, retries), prices and credentials are not (skipped
+/// below), so a model given more room re-generates nothing.
 #[derive(Debug, Clone, Serialize)]
 pub struct GenSettings {
     pub key: GenKey,
+    #[serde(skip)]
     pub base_urls: Vec<String>,
+    #[serde(skip)]
     pub api_key_env: Option<String>,
+    #[serde(skip)]
     pub concurrency: usize,
+    #[serde(skip)]
     pub rpm: Option<u32>,
+    #[serde(skip)]
     pub tpm: Option<u32>,
+    #[serde(skip)]
     pub retries: u32,
+    #[serde(skip)]
     pub timeout_ms: u64,
+    #[serde(skip)]
     pub price_per_1k_input: Option<f64>,
+    #[serde(skip)]
     pub price_per_1k_output: Option<f64>,
     /// This model's budget in one run (`backends::budget`).
+    #[serde(skip)]
     pub max_cost: Option<f64>,
-    /// Services this model answers (default: every declared service).
+    /// Services this model answers (default: every declared service): which partitions exist,
+    /// not what is in them.
+    #[serde(skip)]
     pub services: Vec<String>,
     /// The weights file `model` names, resolved (backends that run a file: `embedded`).
     #[serde(skip)]
@@ -61,6 +73,9 @@ pub struct GenKey {
     pub retrieval_chars: usize,
     /// Ollama's context window.
     pub num_ctx: Option<u32>,
+    /// Who answers (server backends): `cache_namespace` when given, else the normalised
+    /// `base_url`s. Another server is another model as far as any cache knows.
+    pub endpoint: Option<String>,
     /// Extra body parameters (`[models.params]`), merged into every request.
     pub params: serde_json::Map<String, serde_json::Value>,
     /// Only this many pairs of each service are asked (a spread sample, the same whatever else

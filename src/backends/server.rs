@@ -28,6 +28,10 @@ struct ServerKeys {
     retries: Option<u32>,
     #[serde(default)]
     timeout_ms: Option<Spanned<u64>>,
+    /// Endpoints the user knows serve the same model (a fleet, a moved server): answers cached or
+    /// stored under this name are shared between them, whatever their URLs.
+    #[serde(default)]
+    cache_namespace: Option<Spanned<String>>,
 }
 
 /// The keys a server backend takes besides its own.
@@ -87,8 +91,55 @@ pub fn take(cx: &Ctx, e: &mut Entry, model: &str, g: &mut GenSettings) -> Result
         },
         None => serde_json::Map::new(),
     };
+    g.key.endpoint = Some(match &k.cache_namespace {
+        Some(n) if n.get_ref().trim().is_empty() => {
+            return cx.err(n.span(), "models.cache_namespace", format!("model `{model}`: an empty namespace"))
+        }
+        Some(n) => format!("namespace:{}", n.get_ref()),
+        None => endpoint_identity(&base_urls),
+    });
     g.base_urls = base_urls;
     g.key.params = params;
     (g.rpm, g.tpm, g.retries, g.timeout_ms) = (k.rpm, k.tpm, k.retries.unwrap_or(5), timeout_ms);
     Ok(())
+}
+
+/// The endpoints as a cache knows them: each URL without credentials, fragment or trailing `/`,
+/// scheme and host in lower case, the default port dropped; sorted, so a pool's order does not
+/// matter.
+pub fn endpoint_identity(urls: &[String]) -> String {
+    let mut out: Vec<String> = urls
+        .iter()
+        .map(|u| match url::Url::parse(u) {
+            Ok(mut p) => {
+                let _ = p.set_username("");
+                let _ = p.set_password(None);
+                p.set_fragment(None);
+                let path = p.path().trim_end_matches('/').to_string();
+                p.set_path(&path);
+                p.to_string().trim_end_matches('/').to_string()
+            }
+            Err(_) => u.trim_end_matches('/').to_string(),
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint_identity;
+
+    #[test]
+    fn endpoints_are_known_without_credentials_or_spelling() {
+        let a = endpoint_identity(&["http://user:secret@LocalHost:80/v1/".into()]);
+        assert_eq!(a, "http://localhost/v1");
+        assert!(!a.contains("secret"));
+        assert_eq!(
+            endpoint_identity(&["http://b:8001/v1".into(), "http://a:8000/v1".into()]),
+            endpoint_identity(&["http://a:8000/v1#x".into(), "http://b:8001/v1".into()])
+        );
+        assert_ne!(endpoint_identity(&["http://a:8000/v1".into()]), endpoint_identity(&["http://a:8001/v1".into()]));
+    }
 }

@@ -62,9 +62,13 @@ pub enum SourceKind {
     Crawl(CrawlSource),
 }
 
+/// Serialised into the parameters of the jobs that read it (as every runtime config type here):
+/// a field skipped there says why.
 #[derive(Debug, Clone, Serialize)]
 pub struct ImportSource {
     pub format: String,
+    /// The file's content stands in the key, not where it lies (moving it re-runs nothing).
+    #[serde(skip)]
     pub path: PathBuf,
     pub columns: BTreeMap<String, String>,
     pub skip_bad_rows: bool,
@@ -96,21 +100,30 @@ impl Source {
 pub struct CrawlSource {
     pub profile_name: String,
     pub profile: doc2ci_crawl::Profile,
-    /// A folder doc2ci serves on loopback itself (the bundled documentation site).
+    /// A folder doc2ci serves on loopback itself (the bundled documentation site). Its files'
+    /// content stands in the crawl's key, not where the folder lies.
+    #[serde(skip)]
     pub serve: Option<PathBuf>,
     /// Or the origin of a documentation site (`https://docs.example.com`).
     pub url: Option<String>,
     pub backend: String,
 }
 
+/// The description fields feed only the `models` table (whose job holds them as rows): changing
+/// a model's family re-asks nothing.
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
     pub name: String,
+    #[serde(skip)]
     pub family: Option<String>,
+    #[serde(skip)]
     pub size_b: Option<f64>,
+    #[serde(skip)]
     pub code: Option<bool>,
+    #[serde(skip)]
     pub proprietary: Option<bool>,
     /// A declared model this one was fine-tuned from (RQ6 compares them pair by pair).
+    #[serde(skip)]
     pub base_model: Option<String>,
     pub kind: ModelKind,
 }
@@ -126,6 +139,8 @@ pub enum ModelKind {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ImportModel {
+    /// The file's content stands in the key, not where it lies.
+    #[serde(skip)]
     pub path: PathBuf,
     pub format: String,
     pub service: String,
@@ -218,6 +233,12 @@ fn known_service(cx: &Ctx, services: &[Service], sp: &Spanned<String>, key: &str
     }
     let names: Vec<_> = services.iter().map(|s| s.name.as_str()).collect();
     cx.err(sp.span(), key, format!("unknown service `{}` (declared: {})", sp.get_ref(), names.join(", ")))
+}
+
+/// Every key of `[study]`, of a `[[sources]]` entry and of a `[[models]]` entry, read from the
+/// types that parse them (the key walk of `jobs::tests` changes each one).
+pub fn entry_keys() -> [(&'static str, Vec<&'static str>); 3] {
+    [("study", crate::keys::fields_of::<RawStudy>().to_vec()), ("sources", sources::keys()), ("models", models::keys())]
 }
 
 impl Config {

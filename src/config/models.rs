@@ -87,6 +87,17 @@ struct GenKeys {
     services: Option<Spanned<Vec<String>>>,
 }
 
+/// Every key a `[[models]]` entry may take, whatever its backend (read from the types).
+pub(super) fn keys() -> Vec<&'static str> {
+    let mut all = [fields_of::<Common>(), fields_of::<ImportKeys>(), fields_of::<GenKeys>()].concat();
+    for b in crate::backends::BACKENDS {
+        all.extend(b.fields());
+    }
+    all.sort();
+    all.dedup();
+    all
+}
+
 /// Every `[[models]]` entry, typed; a model may name as its base one declared after it.
 pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], sources: &[Source]) -> Result<Vec<Model>> {
     let mut models: Vec<Model> = Vec::new();
@@ -345,6 +356,7 @@ fn gen_settings(cx: &Ctx, common: &Common, m: GenKeys, services: &[Service]) -> 
             retrieval_chars: m.retrieval_chars.unwrap_or(1500),
             // Set by the backend's own keys (`num_ctx`: ollama; `params`: server backends).
             num_ctx: None,
+            endpoint: None,
             params: serde_json::Map::new(),
             max_pairs,
         },

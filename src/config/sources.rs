@@ -53,6 +53,11 @@ struct CrawlKeys {
     backend: Option<Spanned<String>>,
 }
 
+/// Every key a `[[sources]]` entry may take, whatever its kind (read from the types).
+pub(super) fn keys() -> Vec<&'static str> {
+    [fields_of::<Common>(), fields_of::<ImportKeys>(), fields_of::<CrawlKeys>()].concat()
+}
+
 /// Every `[[sources]]` entry, typed; names are unique.
 pub(super) fn sources(
     cx: &Ctx,

@@ -72,7 +72,9 @@ struct Retry {
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     let v = h.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(s) = v.parse::<f64>() {
-        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+        // Clamped before it becomes a duration (`1e20` would overflow one); a day is already
+        // beyond any `max_retry_after_secs`, so the page fails as "exceeds" either way.
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(86_400.0)));
     }
     let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
     let secs = (when.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();

@@ -23,7 +23,8 @@ use crate::warehouse::{Checkpoint, Partition, Warehouse};
 pub use plan::{partition_from_id, Action, Change, Pipeline, Plan, PlanItem};
 
 /// How one stage computes one partition. Implementations hold what they need from the
-/// configuration (cloned at declaration time), so running never reaches back into the config.
+/// configuration (cloned at declaration time), so running never reaches back into the config,
+/// and they serialise into the node's parameters (see [`Node::new`]).
 pub trait Job: Send + Sync {
     fn run(&self, cx: &Ctx) -> Result<Output>;
 }
@@ -45,8 +46,11 @@ pub struct Node {
     pub files: Vec<PathBuf>,
     /// Inputs known by a pinned hash rather than read (assets checked by `doc2ci setup`).
     pub pinned: Vec<(String, String)>,
+    /// The job itself, serialised: every setting a job holds is in its key by construction (a
+    /// field that cannot change rows says why with `#[serde(skip)]` where it is declared).
     pub params: Value,
-    /// The code version of the stage ([`crate::code::version`]): changes whenever its code does.
+    /// The code version of the file that declares the node ([`crate::code::version_of`]): changes
+    /// whenever any code its job reaches does.
     pub version: String,
     /// Set on per-model partitions, so `plan` can say "new model".
     pub model: Option<String>,
@@ -54,16 +58,18 @@ pub struct Node {
 }
 
 impl Node {
-    /// A node with no inputs yet; the builder methods below add them.
-    pub fn new(stage: &'static str, part: Partition, code: &[&str], job: impl Job + 'static) -> Self {
+    /// A node with no inputs yet; the builder methods below add them. Its code version is the one
+    /// of the file that calls this (a job file), derived from that file's imports.
+    #[track_caller]
+    pub fn new<J: Job + Serialize + 'static>(stage: &'static str, part: Partition, job: J) -> Self {
         Self {
             stage,
             part,
             deps: vec![],
             files: vec![],
             pinned: vec![],
-            params: Value::Null,
-            version: crate::code::version(code),
+            params: serde_json::to_value(&job).expect("a job serialises to JSON"),
+            version: crate::code::version_of(std::panic::Location::caller().file()),
             model: None,
             job: Arc::new(job),
         }
@@ -78,10 +84,6 @@ impl Node {
     }
     pub fn pinned(mut self, pinned: Vec<(String, String)>) -> Self {
         self.pinned = pinned;
-        self
-    }
-    pub fn params(mut self, params: impl Serialize) -> Self {
-        self.params = serde_json::to_value(params).expect("stage parameters serialise to JSON");
         self
     }
     pub fn model(mut self, model: &str) -> Self {

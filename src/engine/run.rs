@@ -110,7 +110,19 @@ impl Pipeline {
                     move || {
                         let t0 = Instant::now();
                         let wh = Warehouse::new(&root);
-                        let r = node.job.run(&Ctx { wh: &wh, node: &node, key: &key, ui: &child });
+                        // A job that panics fails its own partition; every other one goes on, and
+                        // the state of those that finished is kept.
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            node.job.run(&Ctx { wh: &wh, node: &node, key: &key, ui: &child })
+                        }))
+                        .unwrap_or_else(|p| {
+                            let msg = p
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_else(|| "a panic without a message".into());
+                            Err(anyhow::anyhow!("internal error (panic): {msg}"))
+                        });
                         (id, key, inputs, r, t0.elapsed().as_secs_f64())
                     },
                     rt.handle(),
@@ -129,6 +141,10 @@ impl Pipeline {
                 Ok(out) => {
                     ran += 1;
                     outputs.insert(n.part.id(), out.output_hash.clone());
+                    let (bytes, mtime_ns) = match warehouse::stamp(&wh.file(&n.part)) {
+                        Ok((b, t)) => (Some(b), t),
+                        Err(_) => (None, None),
+                    };
                     let ps = PartState {
                         stage: n.stage.to_string(),
                         key,
@@ -139,6 +155,8 @@ impl Pipeline {
                         inputs,
                         finished_at: warehouse::now(),
                         seconds: secs,
+                        bytes,
+                        mtime_ns,
                     };
                     let mut st = state.lock().unwrap();
                     st.partitions.insert(n.part.id(), ps);

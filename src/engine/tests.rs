@@ -14,11 +14,16 @@ struct Row {
     v: u64,
 }
 
-/// Writes `value` (or the sum of its inputs' rows plus `value`); counts its runs.
+/// Writes `value` (or the sum of its inputs' rows plus `value`); counts its runs. `param` is a
+/// setting that need not change the row.
+#[derive(Serialize)]
 struct Toy {
+    param: u64,
     value: u64,
     inputs: Vec<Partition>,
+    #[serde(skip)]
     runs: Arc<AtomicUsize>,
+    #[serde(skip)]
     fail: bool,
 }
 
@@ -46,32 +51,25 @@ fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) ->
     let mut g = Graph::default();
     let pa = Partition::new(PAIRS, &["a"]);
     // a's output depends on its value only through the row, not its parameters.
-    let a = g.add(
-        Node::new(
-            "dedupe",
-            pa.clone(),
-            &["doc2ci-dedupe"],
-            Toy { value: a_value % 2, inputs: vec![], runs: runs[0].clone(), fail: false },
-        )
-        .params(a_value),
-    );
+    let a = g.add(Node::new(
+        "dedupe",
+        pa.clone(),
+        Toy { param: a_value, value: a_value % 2, inputs: vec![], runs: runs[0].clone(), fail: false },
+    ));
     g.add(
         Node::new(
             "score",
             Partition::new(SCORES, &["a", "m"]),
-            &["doc2ci-score"],
-            Toy { value: b_param, inputs: vec![pa.clone()], runs: runs[1].clone(), fail: false },
+            Toy { param: b_param, value: b_param, inputs: vec![pa.clone()], runs: runs[1].clone(), fail: false },
         )
         .deps(vec![a])
-        .params(b_param)
         .model("m"),
     );
     g.add(
         Node::new(
             "score",
             Partition::new(SCORES, &["a", "n"]),
-            &["doc2ci-score"],
-            Toy { value: 0, inputs: vec![pa], runs: runs[2].clone(), fail: c_fails },
+            Toy { param: 0, value: 0, inputs: vec![pa], runs: runs[2].clone(), fail: c_fails },
         )
         .deps(vec![a])
         .model("n"),
@@ -158,10 +156,10 @@ fn only_runs_the_named_stage_and_rejects_unknown_ones() {
 fn a_node_may_not_depend_on_a_later_one() {
     let dir = tempfile::tempdir().unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
-    let toy = || Toy { value: 0, inputs: vec![], runs: runs.clone(), fail: false };
+    let toy = || Toy { param: 0, value: 0, inputs: vec![], runs: runs.clone(), fail: false };
     let nodes = vec![
-        Node::new("dedupe", Partition::new(PAIRS, &["a"]), &["doc2ci-dedupe"], toy()).deps(vec![1]),
-        Node::new("dedupe", Partition::new(PAIRS, &["b"]), &["doc2ci-dedupe"], toy()),
+        Node::new("dedupe", Partition::new(PAIRS, &["a"]), toy()).deps(vec![1]),
+        Node::new("dedupe", Partition::new(PAIRS, &["b"]), toy()),
     ];
     let e = Pipeline::new(nodes, dir.path(), 1, dir.path()).err().unwrap().to_string();
     assert!(e.contains("declared after it"), "{e}");

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::config::{Config, CrawlParams, Source};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
@@ -15,7 +15,6 @@ use crate::warehouse::{Partition, PAGES};
 pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
     let s = &cfg.sources[source];
     let spec = s.crawl().expect("a crawl source");
-    let pr = &spec.profile;
     // Remote sites are re-crawled once their pages are older than max_age.
     let epoch = match &spec.url {
         Some(_) if cfg.stages.crawl.max_age_hours > 0.0 => {
@@ -24,22 +23,23 @@ pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
         _ => 0,
     };
     let backend = crate::crawl::resolve_backend(&cfg.stages.crawl, spec);
-    let params = json!({"start_urls": pr.start_urls, "allowed_prefixes": pr.allowed_prefixes, "keep_query": pr.keep_query,
-                        "url": spec.url, "backend": backend, "crawl": cfg.stages.crawl, "epoch": epoch});
-    let job = Crawl { source: s.clone(), params: cfg.stages.crawl.clone(), backend };
+    let job = Crawl { source: s.clone(), params: cfg.stages.crawl.clone(), backend, epoch };
     let pages = g.add(
-        Node::new("crawl", Partition::new(PAGES, &[&s.service, &s.name]), &["doc2ci-crawl", "glue:crawl"], job)
-            .files(spec.serve.as_deref().map(served_files).unwrap_or_default())
-            .params(params),
+        Node::new("crawl", Partition::new(PAGES, &[&s.service, &s.name]), job)
+            .files(spec.serve.as_deref().map(served_files).unwrap_or_default()),
     );
     super::extract::declare(s, pages, g);
     Ok(())
 }
 
+/// The source with its whole profile and every crawl setting: the crawl reads them all.
+#[derive(Serialize)]
 struct Crawl {
     source: Source,
     params: CrawlParams,
     backend: String,
+    /// Which `max_age_hours` window this is: a remote site is fetched again in the next one.
+    epoch: i64,
 }
 
 impl Job for Crawl {

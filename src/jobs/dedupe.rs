@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use anyhow::Result;
 use doc2ci_rows::RawPair;
+use serde::Serialize;
 
 use crate::config::{Config, DedupeParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
@@ -22,15 +23,12 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             inputs: deps.iter().map(|&d| g.part(d).clone()).collect(),
             params: cfg.stages.dedupe.clone(),
         };
-        g.add(
-            Node::new("dedupe", Partition::new(PAIRS, &[&svc.name]), &["doc2ci-dedupe"], job)
-                .deps(deps)
-                .params(&cfg.stages.dedupe),
-        );
+        g.add(Node::new("dedupe", Partition::new(PAIRS, &[&svc.name]), job).deps(deps));
     }
     Ok(())
 }
 
+#[derive(Serialize)]
 struct Dedupe {
     service: String,
     inputs: Vec<Partition>,

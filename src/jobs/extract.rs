@@ -6,28 +6,22 @@ use std::collections::{HashMap, HashSet};
 
 use anyhow::{anyhow, Result};
 use doc2ci_rows::{CodeBlock, Page, RawPair};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::config::Source;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{Partition, CODE_BLOCKS, PAIRS_RAW};
 
-const CODE: &[&str] = &["doc2ci-crawl"];
-
 pub fn declare(s: &Source, pages: usize, g: &mut Graph) {
-    let pr = &s.crawl().expect("a crawl source").profile;
-    let params = json!({"content_root": pr.content_root, "remove": pr.remove, "yaml_blocks": pr.yaml_blocks, "code_blocks": pr.code_blocks, "prose_blocks": pr.prose_blocks, "keep_hidden": pr.keep_hidden});
     let pages_part = g.part(pages).clone();
     for (table, blocks) in [(PAIRS_RAW, false), (CODE_BLOCKS, true)] {
         let job = Extract { source: s.clone(), pages: pages_part.clone(), blocks };
-        g.add(
-            Node::new("extract", Partition::new(table, &[&s.service, &s.name]), CODE, job)
-                .deps(vec![pages])
-                .params(params.clone()),
-        );
+        g.add(Node::new("extract", Partition::new(table, &[&s.service, &s.name]), job).deps(vec![pages]));
     }
 }
 
+/// The source with its whole profile: what extraction keeps depends on every selector of it.
+#[derive(Serialize)]
 struct Extract {
     source: Source,
     pages: Partition,
@@ -105,7 +99,12 @@ fn raw_pairs(src: &Source, pages: Vec<(Page, doc2ci_crawl::Extraction)>) -> (Vec
             no_root += 1;
         }
         for s in e.skipped {
-            *skipped.entry(s.reason).or_default() += 1;
+            // Per rule: a rule that swallows examples shows in the note.
+            let why = match s.reason.as_str() {
+                doc2ci_crawl::REMOVED_BY_RULE => format!("{} `{}`", s.reason, s.detail),
+                _ => s.reason,
+            };
+            *skipped.entry(why).or_default() += 1;
         }
         for x in e.pairs {
             out.push(RawPair {

@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use doc2ci_generate::{Msg, PromptOptions, Prompter};
 use doc2ci_llm::{LlmError, Message, Reply, Request};
 use doc2ci_rows::{Generation, Pair};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::backends::RequestCache;
 use crate::config::{Config, GenSettings, Model};
@@ -17,9 +17,6 @@ use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{Partition, Warehouse, GENERATIONS, PAIRS};
 
 pub use doc2ci_generate::PROMPT_VERSION;
-
-/// The code that shapes a generation row: prompts, backends, this loop.
-pub(super) const CODE: &[&str] = &["doc2ci-generate", "doc2ci-llm", "doc2ci-smollm", "glue:generation"];
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     for m in &cfg.models {
@@ -33,12 +30,9 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                 keep_leaks: cfg.stages.dedupe.keep_leaks,
             };
             g.add(
-                Node::new("generate", Partition::new(GENERATIONS, &[service, &m.name]), CODE, job)
+                Node::new("generate", Partition::new(GENERATIONS, &[service, &m.name]), job)
                     .deps(vec![dedupe])
                     .pinned(crate::backends::pins(m.gen()))
-                    .params(
-                        json!({"gen": gs.key, "prompt": PROMPT_VERSION, "keep_leaks": cfg.stages.dedupe.keep_leaks}),
-                    )
                     .model(&m.name),
             );
         }
@@ -46,14 +40,19 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     Ok(())
 }
 
-/// Who is asked, for which service, how many requests at once.
+/// Who is asked, for which service, how many requests at once. How many, where answers are
+/// kept and what a run may spend never change an answer: skipped from the key.
+#[derive(Serialize)]
 pub(super) struct Asker {
     pub model: Model,
     pub service: String,
     pub display: String,
+    #[serde(skip)]
     pub batch_size: Option<usize>,
+    #[serde(skip)]
     pub cache: Option<crate::backends::CacheSettings>,
     /// `[stages.generate] max_cost`.
+    #[serde(skip)]
     pub run_max_cost: Option<f64>,
 }
 
@@ -70,6 +69,7 @@ impl Asker {
     }
 }
 
+#[derive(Serialize)]
 struct Generate {
     ask: Asker,
     pairs: Partition,
@@ -341,8 +341,7 @@ pub(super) fn run_items(
                 while set.len() < slots && next < todo.len() {
                     let it = todo[next];
                     let req = request(g, it);
-                    let key =
-                        cache.as_ref().map(|_| RequestCache::key(&g.key.backend, &g.key.model_id, &req, it.sample));
+                    let key = cache.as_ref().map(|_| RequestCache::key(g, &req, it.sample));
                     if let Some(hit) = cache.as_ref().zip(key.as_ref()).and_then(|(c, k)| c.get(k)) {
                         let mut row = to_row(it, service, model_name, round, Ok(hit), &who, g);
                         row.cost = row.cost.map(|_| 0.0);
@@ -375,10 +374,10 @@ pub(super) fn run_items(
                                 ui.info(&format!("{}: request cache not written: {e:#}", cx.label()));
                             }
                         }
-                        let row = to_row(todo[i], service, model_name, round, r, &who, g);
                         if let (Some(b), Some(e)) = (&budget, est) {
-                            b.settle(e, row.cost.unwrap_or(0.0));
+                            b.settle(e, b.charge(e, &r));
                         }
+                        let row = to_row(todo[i], service, model_name, round, r, &who, g);
                         fresh.push(row);
                     }
                 }

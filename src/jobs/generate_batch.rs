@@ -75,7 +75,7 @@ impl BatchRun<'_> {
             let mut hits = Vec::new();
             left.retain(|it| {
                 let req = request(self.g, it);
-                match c.get(&RequestCache::key(&self.g.key.backend, &self.g.key.model_id, &req, it.sample)) {
+                match c.get(&RequestCache::key(self.g, &req, it.sample)) {
                     Some(hit) => {
                         let mut row = to_row(it, self.service, self.model, self.round, Ok(hit), &who, self.g);
                         row.cost = row.cost.map(|_| 0.0);
@@ -192,6 +192,8 @@ impl BatchRun<'_> {
                     finish_reason,
                     endpoint: self.client.shown().to_string(),
                     attempts: 1,
+
+                    billed_retries: 0,
                 }),
                 Some(Err(e)) => Err(e),
                 None => Err(LlmError::Other(format!(
@@ -202,15 +204,16 @@ impl BatchRun<'_> {
                 ))),
             };
             if let (Some(c), Ok(reply)) = (&self.cache, &r) {
-                let key = RequestCache::key(&self.g.key.backend, &self.g.key.model_id, &request(self.g, it), it.sample);
+                let key = RequestCache::key(self.g, &request(self.g, it), it.sample);
                 if let Err(e) = c.put(&key, reply) {
                     self.cx.ui.info(&format!("{}: request cache not written: {e:#}", self.cx.label()));
                 }
             }
-            let row = to_row(it, self.service, self.model, self.round, r, who, self.g);
             if let Some(b) = &self.budget {
-                b.settle(est.get(i).copied().unwrap_or(0.0), row.cost.unwrap_or(0.0));
+                let e = est.get(i).copied().unwrap_or(0.0);
+                b.settle(e, b.charge(e, &r));
             }
+            let row = to_row(it, self.service, self.model, self.round, r, who, self.g);
             fresh.push(row);
         }
         let n = (rows.rows().len() + fresh.len()) as u64;

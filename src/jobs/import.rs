@@ -10,7 +10,6 @@ use datafusion::arrow::array::Array;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::json;
 
 use doc2ci_import::{ColumnMap, ImportError, Record};
 use doc2ci_rows::Pair;
@@ -19,25 +18,18 @@ use crate::config::{Config, ImportModel, ImportSource};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{self, Partition, GENERATIONS, PAIRS, PAIRS_RAW};
 
-const CODE: &[&str] = &["doc2ci-import"];
-
 /// One `kind = "import"` source → `pairs_raw/service=…/source=…`.
 pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
     let src = &cfg.sources[source];
     let s = src.import().expect("an import source");
     let file = if s.format == "benchmark" { s.path.join(crate::release::PAIRS_JSONL) } else { s.path.clone() };
-    let params = json!({"format": s.format, "columns": s.columns, "skip_bad_rows": s.skip_bad_rows});
     let job = ImportPairs {
         name: src.name.clone(),
         service: src.service.clone(),
         file: s.clone(),
         batch_size: cfg.stages.import.batch_size as u64,
     };
-    g.add(
-        Node::new("import", Partition::new(PAIRS_RAW, &[&src.service, &src.name]), CODE, job)
-            .files(vec![file])
-            .params(params),
-    );
+    g.add(Node::new("import", Partition::new(PAIRS_RAW, &[&src.service, &src.name]), job).files(vec![file]));
     Ok(())
 }
 
@@ -51,20 +43,22 @@ pub fn declare_outputs(cfg: &Config, g: &mut Graph) -> Result<()> {
         let job =
             ImportOutputs { name: name.clone(), file: m.clone(), batch_size: cfg.stages.import.batch_size as u64 };
         g.add(
-            Node::new("import", Partition::new(GENERATIONS, &[service, name]), CODE, job)
+            Node::new("import", Partition::new(GENERATIONS, &[service, name]), job)
                 .deps(vec![dedupe])
                 .files(vec![m.path.clone()])
-                .params(json!({"format": m.format, "columns": m.columns, "skip_bad_rows": m.skip_bad_rows, "source": m.source}))
                 .model(name),
         );
     }
     Ok(())
 }
 
+/// How many rows a checkpoint holds never changes the rows: skipped from the key.
+#[derive(Serialize)]
 struct ImportPairs {
     name: String,
     service: String,
     file: ImportSource,
+    #[serde(skip)]
     batch_size: u64,
 }
 
@@ -86,9 +80,11 @@ impl Job for ImportPairs {
     }
 }
 
+#[derive(Serialize)]
 struct ImportOutputs {
     name: String,
     file: ImportModel,
+    #[serde(skip)]
     batch_size: u64,
 }
 
@@ -152,6 +148,8 @@ impl ImportOutputs {
                     finish_reason,
                     endpoint: name.clone(),
                     attempts: 1,
+
+                    billed_retries: 0,
                 });
                 let mut g =
                     super::generate::answer_row(pair, sample, &m.service, &self.name, round, reply, &who, (None, None));

@@ -7,13 +7,12 @@ use anyhow::Result;
 use doc2ci_lint::{complete, judge, Completion, Lint, Verdict};
 use doc2ci_rows::{Generation, Pair};
 use doc2ci_validate::Service;
+use serde::Serialize;
 
 use crate::config::{Config, LintParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::linters::{self, Limits};
 use crate::warehouse::{Partition, LINTS};
-
-const CODE: &[&str] = &["doc2ci-lint", "glue:lint"];
 
 /// The model name of a reference's rows.
 pub const REFERENCE: &str = "reference";
@@ -25,10 +24,9 @@ fn tools(service: Service) -> Vec<(&'static str, Result<String, String>)> {
 }
 
 fn node(cfg: &Config, service: Service, part: Partition, input: Partition, dep: usize, references: bool) -> Node {
-    let tools = tools(service);
-    let params = serde_json::json!({ "params": &cfg.stages.lint, "tools": tools.iter().map(|(n, v)| (n, v.as_ref().ok())).collect::<Vec<_>>() });
-    let job = LintJob { service, input, references, params: cfg.stages.lint.clone() };
-    Node::new("lint", part, CODE, job).deps(vec![dep]).params(&params)
+    let tools = tools(service).into_iter().map(|(n, v)| (n, v.ok())).collect();
+    let job = LintJob { service, input, references, params: cfg.stages.lint.clone(), tools };
+    Node::new("lint", part, job).deps(vec![dep])
 }
 
 /// The lints of each reference of the pairs of `dedupe`.
@@ -46,12 +44,17 @@ pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> usize {
     g.add(n)
 }
 
+#[derive(Serialize)]
 struct LintJob {
+    #[serde(serialize_with = "super::service_name")]
     service: Service,
     /// A pairs partition (`references`) or a generations partition.
     input: Partition,
     references: bool,
     params: LintParams,
+    /// Each tool's version here (None: it cannot run): installing a tool, or another version of
+    /// it, re-runs the lint partitions.
+    tools: Vec<(&'static str, Option<String>)>,
 }
 
 /// One text to lint and the keys of its rows.
@@ -125,7 +128,7 @@ fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint>
             base.tool = Some(tool.name.into());
             base.kind = tool.kind.into();
             base.tool_version = version.as_ref().ok().cloned();
-            let Some(_) = lintable[i] else {
+            let Some(text) = lintable[i] else {
                 base.ok = s.missing.is_some().then_some(false);
                 base.as_is_ok = base.ok;
                 base.note = Some(s.missing.clone().unwrap_or_else(|| match &s.text {
@@ -150,12 +153,12 @@ fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint>
                     let first = v[as_is].clone();
                     as_is += 1;
                     match completion {
-                        Completion::Standalone => judge(base, first, None, None),
-                        Completion::NoRule(why) => judge(base, first, None, Some(why.clone())),
+                        Completion::Standalone => judge(base, text, first, None, None),
+                        Completion::NoRule(why) => judge(base, text, first, None, Some(why.clone())),
                         Completion::Wrapped(w) => {
                             let second = v[done].clone();
                             done += 1;
-                            judge(base, first, Some((w, second)), None)
+                            judge(base, text, first, Some((w, second)), None)
                         }
                     }
                 }
@@ -164,4 +167,49 @@ fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint>
         }
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 30, every real tool (as `doc2ci setup` installs them) over texts that are not
+    /// configurations: no row is `ok`, `as_is_ok` or `completed_ok`, unless a completion rule made
+    /// a file of the text (then only the completed file can pass), and each says why.
+    #[test]
+    fn no_tool_passes_a_text_that_is_not_a_configuration() {
+        let shapes = [
+            "",
+            "# a comment\n# and only comments\n",
+            "Sure! Here is the configuration you asked for, in YAML.",
+            "3.14\n",
+            "- {a: 1}\n- {b: 2}\n",
+            "- one\n- two\n",
+            "key: [unclosed\n",
+        ];
+        let p = LintParams::default();
+        let mut judged = 0;
+        for service in Service::ALL {
+            let subjects: Vec<Subject> = shapes
+                .iter()
+                .map(|t| Subject { base: Lint::default(), text: Some(t.to_string()), missing: None })
+                .collect();
+            let rows = lint_all(service, &subjects, &p);
+            let tools: Vec<&str> = linters::for_service(service).map(|t| t.name).collect();
+            assert_eq!(rows.len(), shapes.len() * tools.len(), "{service:?}");
+            for (i, row) in rows.iter().enumerate() {
+                let text = shapes[i % shapes.len()];
+                let tool = row.tool.as_deref().unwrap_or_default();
+                let wrapped = matches!(complete(service, text), Completion::Wrapped(_));
+                assert_ne!(row.as_is_ok, Some(true), "{tool} on {text:?}: {row:?}");
+                if !wrapped {
+                    assert_ne!(row.ok, Some(true), "{tool} on {text:?}: {row:?}");
+                    assert_ne!(row.completed_ok, Some(true), "{tool} on {text:?}: {row:?}");
+                }
+                assert!(row.note.as_deref().is_some_and(|n| n.contains("not a configuration")), "{tool}: {row:?}");
+                judged += usize::from(row.ok.is_some());
+            }
+        }
+        assert!(judged > 40, "only {judged} rows judged");
+    }
 }

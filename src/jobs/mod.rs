@@ -16,6 +16,8 @@ mod repair;
 mod report;
 mod score;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod validate;
 
 use anyhow::{anyhow, Result};
@@ -62,7 +64,7 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
         // A service outside the four has no schema and no metrics context: nothing to check.
         let Ok(service) = name.parse::<Service>() else { continue };
         if validate {
-            validate::add_references(cfg, g, service, d)?;
+            validate::add_references(g, service, d)?;
         }
         if lint {
             lint::add_references(cfg, g, service, d);
@@ -71,13 +73,13 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
             g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&name)).collect();
         for gi in gens {
             if validate {
-                validate::add(cfg, g, service, gi)?;
+                validate::add(g, service, gi)?;
             }
             if lint {
                 lint::add(cfg, g, service, gi);
             }
             if score {
-                score::add(cfg, g, d, gi)?;
+                score::add(g, d, gi)?;
             }
         }
     }
@@ -87,6 +89,11 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
 /// The study as the engine runs it.
 pub fn pipeline(cfg: &Config) -> Result<Pipeline> {
     Pipeline::new(declare(cfg)?.nodes, &cfg.warehouse, cfg.threads, &cfg.file)
+}
+
+/// A service in a job's parameters: by its name.
+fn service_name<S: serde::Serializer>(s: &Service, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s.name())
 }
 
 /// An asset that stands in a cache key by its pinned hash (checked by `doc2ci setup`).

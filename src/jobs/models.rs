@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use doc2ci_rows::ModelRow;
+use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
@@ -9,10 +10,11 @@ use crate::warehouse::{Partition, MODELS};
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let rows = model_rows(cfg);
-    g.add(Node::new("models", Partition::new(MODELS, &[]), &["doc2ci-rows"], Models(rows.clone())).params(rows));
+    g.add(Node::new("models", Partition::new(MODELS, &[]), Models(rows)));
     Ok(())
 }
 
+#[derive(Serialize)]
 struct Models(Vec<ModelRow>);
 
 impl Job for Models {

@@ -9,9 +9,9 @@ use anyhow::Result;
 use doc2ci_generate::Prompter;
 use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
-use serde_json::json;
+use serde::Serialize;
 
-use super::generate::{prompt_options, run_items, summary, Asker, Item, CODE, PROMPT_VERSION};
+use super::generate::{prompt_options, run_items, summary, Asker, Item};
 use crate::config::{Config, Model};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{Partition, GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
@@ -48,12 +48,6 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             false => None,
         };
         let mut ls: Vec<usize> = l0.into_iter().collect();
-        let mut params = json!({"repairer": repairer.name, "gen": repairer.gen().map(|g| &g.key), "prompt": PROMPT_VERSION,
-            "original": prompt_options(model.gen())});
-        // Only a non-default feedback enters the key: schema-only rounds keep their cached answers.
-        if lint {
-            params["feedback"] = json!(rp.feedback);
-        }
         let (mut gs, mut vs) = (vec![g0], vec![v0]);
         for round in 1..=rp.rounds {
             let mut deps = vec![dedupe];
@@ -71,13 +65,12 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             };
             let part = Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&format!("round-{round}"));
             let gk = g.add(
-                Node::new("repair", part, CODE, job)
+                Node::new("repair", part, job)
                     .deps(deps)
                     .pinned(crate::backends::pins(repairer.gen()))
-                    .params(&params)
                     .model(&model_name),
             );
-            vs.push(super::validate::add(cfg, g, svc, gk)?);
+            vs.push(super::validate::add(g, svc, gk)?);
             if cfg.stages.lint.enabled {
                 let l = super::lint::add(cfg, g, svc, gk);
                 if lint {
@@ -85,7 +78,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                 }
             }
             if cfg.stages.score.enabled {
-                super::score::add(cfg, g, dedupe, gk)?;
+                super::score::add(g, dedupe, gk)?;
             }
             gs.push(gk);
         }
@@ -101,14 +94,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         deps.extend(&vs);
         deps.extend(&ls);
         g.add(
-            Node::new("repair", Partition::new(REPAIRS, &[&service, &model_name]), CODE, job)
-                .deps(deps)
-                .params(if lint {
-                    json!({"repairer": repairer.name, "feedback": rp.feedback})
-                } else {
-                    json!({"repairer": repairer.name})
-                })
-                .model(&model_name),
+            Node::new("repair", Partition::new(REPAIRS, &[&service, &model_name]), job).deps(deps).model(&model_name),
         );
     }
     Ok(())
@@ -136,6 +122,7 @@ fn rounds(cx: &Ctx, gens: &[Partition], vals: &[Partition], lints: &[Partition])
     Ok((g_rows, v_rows, merged, errors))
 }
 
+#[derive(Serialize)]
 struct Repair {
     /// The repairing model.
     ask: Asker,
@@ -186,6 +173,7 @@ impl Job for Repair {
     }
 }
 
+#[derive(Serialize)]
 struct Summary {
     service: String,
     model: String,

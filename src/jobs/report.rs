@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
 use doc2ci_stats::study::StatRow;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::config::{Config, ReportParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
@@ -38,14 +38,11 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         params: cfg.stages.report.clone(),
         services: services.iter().cloned().collect(),
     };
-    g.add(
-        Node::new("report", Partition::new(REPORT, &[]), &["doc2ci-report", "doc2ci-score"], job)
-            .deps(deps)
-            .params(json!({"report": cfg.stages.report, "services": services})),
-    );
+    g.add(Node::new("report", Partition::new(REPORT, &[]), job).deps(deps));
     Ok(())
 }
 
+#[derive(Serialize)]
 struct Report {
     inputs: Vec<Partition>,
     generations: Vec<Partition>,

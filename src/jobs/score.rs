@@ -5,29 +5,27 @@
 
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
+use serde::Serialize;
 
-use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
 use crate::warehouse::{Partition, SCORES};
 
-const CODE: &[&str] = &["doc2ci-score", "doc2ci-embed"];
-
 /// The scores partition of one generations partition (any round) against the pairs of `dedupe`.
-pub fn add(cfg: &Config, g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {
+pub fn add(g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {
     let gp = g.part(gen).clone();
     let model = gp.get("model").unwrap_or_default().to_string();
     let part = gp.sibling(SCORES);
     let job = Score { pairs: g.part(dedupe).clone(), generations: gp };
     Ok(g.add(
-        Node::new("score", part, CODE, job)
+        Node::new("score", part, job)
             .deps(vec![dedupe, gen])
             .pinned(vec![super::pin(resources::EMBED_MODEL)?, super::pin(resources::EMBED_TOKENIZER)?])
-            .params(&cfg.stages.score)
             .model(&model),
     ))
 }
 
+#[derive(Serialize)]
 struct Score {
     pairs: Partition,
     generations: Partition,

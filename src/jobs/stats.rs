@@ -5,6 +5,7 @@
 use anyhow::Result;
 use doc2ci_rows::{Lint, ModelRow, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
+use serde::Serialize;
 
 use crate::config::{Config, StatsParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
@@ -16,11 +17,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         return Ok(());
     }
     let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params: cfg.stages.stats.clone() };
-    g.add(
-        Node::new("stats", Partition::new(STATS, &[]), &["doc2ci-stats", "doc2ci-score"], job)
-            .deps(deps)
-            .params(&cfg.stages.stats),
-    );
+    g.add(Node::new("stats", Partition::new(STATS, &[]), job).deps(deps));
     Ok(())
 }
 
@@ -67,6 +64,7 @@ impl StudyRows {
     }
 }
 
+#[derive(Serialize)]
 struct Stats {
     inputs: Vec<Partition>,
     params: StatsParams,

@@ -7,41 +7,39 @@ use anyhow::Result;
 use doc2ci_rows::{Generation, Pair, Validation};
 use doc2ci_validate::{Service, Validator};
 use rayon::prelude::*;
+use serde::Serialize;
 
-use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
 use crate::warehouse::{Partition, PAIR_VALIDATIONS, VALIDATIONS};
 
-const CODE: &[&str] = &["doc2ci-validate"];
-
 /// The validity of each reference of the pairs of `dedupe`.
-pub fn add_references(cfg: &Config, g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {
+pub fn add_references(g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {
     let job = Validate { service, input: g.part(dedupe).clone(), references: true };
     Ok(g.add(
-        Node::new("validate", Partition::new(PAIR_VALIDATIONS, &[service.name()]), CODE, job)
+        Node::new("validate", Partition::new(PAIR_VALIDATIONS, &[service.name()]), job)
             .deps(vec![dedupe])
-            .pinned(vec![super::pin(&resources::schema_asset(service))?])
-            .params(&cfg.stages.validate),
+            .pinned(vec![super::pin(&resources::schema_asset(service))?]),
     ))
 }
 
 /// The validations partition of one generations partition (any round).
-pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> Result<usize> {
+pub fn add(g: &mut Graph, service: Service, gen: usize) -> Result<usize> {
     let gp = g.part(gen).clone();
     let part = gp.sibling(VALIDATIONS);
     let model = gp.get("model").unwrap_or_default().to_string();
     let job = Validate { service, input: gp, references: false };
     Ok(g.add(
-        Node::new("validate", part, CODE, job)
+        Node::new("validate", part, job)
             .deps(vec![gen])
             .pinned(vec![super::pin(&resources::schema_asset(service))?])
-            .params(&cfg.stages.validate)
             .model(&model),
     ))
 }
 
+#[derive(Serialize)]
 struct Validate {
+    #[serde(serialize_with = "super::service_name")]
     service: Service,
     /// A pairs partition (`references`) or a generations partition.
     input: Partition,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::{doc2ci, duckdb, run_ok};
 use serde_json::Value;
 
-fn docsite() -> PathBuf {
+pub(crate) fn docsite() -> PathBuf {
     Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("docsite")
         .canonicalize()
@@ -33,7 +33,7 @@ fn profiles_toml() -> String {
 const SERVICES: &[&str] = &["github-actions", "circleci", "gitlab-ci", "travis-ci"];
 
 /// A study crawling `services` (profile = service name) from `site` (`serve = …` or `url = …`).
-fn config(dir: &Path, services: &[&str], site: &str, backend: &str, crawl: &str) -> PathBuf {
+pub(crate) fn config(dir: &Path, services: &[&str], site: &str, backend: &str, crawl: &str) -> PathBuf {
     let mut s = String::from("[study]\nwarehouse = \"wh\"\nthreads = 2\n");
     for svc in services {
         s.push_str(&format!("\n[[services]]\nname = \"{svc}\"\ndisplay = \"{svc}\"\n"));

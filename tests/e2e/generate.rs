@@ -546,6 +546,15 @@ fn counting_server(
     fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
     usage: (u32, u32),
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    answering_server(fail, Some(usage), "on: push\njobs: {}\n")
+}
+
+/// As [`counting_server`], answering `content`, with `usage` in the body or none.
+pub(crate) fn answering_server(
+    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    usage: Option<(u32, u32)>,
+    content: &'static str,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", l.local_addr().unwrap());
@@ -563,9 +572,11 @@ fn counting_server(
                 let (status, b) = if fail.load(Ordering::SeqCst) {
                     ("500 Internal Server Error", b"{}".to_vec())
                 } else {
-                    let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "on: push\njobs: {}\n"}}],
-                        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1}});
+                    let mut j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]});
+                    if let Some(usage) = usage {
+                        j["usage"] = serde_json::json!({"prompt_tokens": usage.0, "completion_tokens": usage.1});
+                    }
                     ("200 OK", j.to_string().into_bytes())
                 };
                 let _ = write!(s, "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len());

@@ -12,3 +12,4 @@ mod quality;
 mod realdocs;
 mod remote;
 mod study;
+mod trust;

@@ -56,6 +56,9 @@ pub struct Reply {
     pub endpoint: String,
     /// 1 + retries used.
     pub attempts: u32,
+    /// Earlier attempts that reached the server and may have been billed though no answer came
+    /// back (a timeout, a 5xx, a body cut short or unreadable; not a 429 or a refused connection).
+    pub billed_retries: u32,
 }
 
 /// Every variant's message names the endpoint URL (or model) and what happened.
@@ -344,6 +347,14 @@ pub struct Pool {
 struct Failure {
     err: LlmError,
     retry_after: Option<Duration>,
+    /// The request reached the server, which may have billed it though no answer came back.
+    billed: bool,
+}
+
+impl Failure {
+    fn maybe_billed(&self) -> bool {
+        self.billed
+    }
 }
 
 impl Pool {
@@ -436,17 +447,18 @@ impl Pool {
         let started = Instant::now();
         let mut avoid = None;
         let mut attempt = 0u32;
+        let mut billed_retries = 0u32;
         loop {
             attempt += 1;
             let i = self.pick(avoid);
             let ep = &self.endpoints[i];
             ep.load.fetch_add(1, Ordering::Relaxed);
             let result = async {
-                let _permit = ep
-                    .sem
-                    .acquire()
-                    .await
-                    .map_err(|_| Failure { err: LlmError::Other("endpoint closed".into()), retry_after: None })?;
+                let _permit = ep.sem.acquire().await.map_err(|_| Failure {
+                    err: LlmError::Other("endpoint closed".into()),
+                    retry_after: None,
+                    billed: false,
+                })?;
                 if let Some(s) = &ep.spacing {
                     s.wait().await;
                 }
@@ -474,9 +486,11 @@ impl Pool {
                         finish_reason,
                         endpoint: ep.shown.clone(),
                         attempts: attempt,
+                        billed_retries,
                     })
                 }
                 Err(f) if f.err.is_retryable() && attempt <= self.limits.retries => {
+                    billed_retries += u32::from(f.maybe_billed());
                     avoid = Some(i);
                     let cap = self
                         .limits
@@ -486,7 +500,7 @@ impl Pool {
                     // Full jitter: uniform in [0, cap].
                     let jitter = Duration::from_millis(rand::random_range(0..=cap));
                     let wait = match f.retry_after {
-                        Some(ra) => ra.min(Duration::from_secs(600)).max(jitter),
+                        Some(ra) => ra.min(MAX_RETRY_AFTER).max(jitter),
                         None => jitter,
                     };
                     tokio::time::sleep(wait).await;
@@ -518,10 +532,15 @@ impl Pool {
             Err(_) => Err(Failure {
                 err: LlmError::Retryable(format!("{what}: timed out after {} ms", timeout.as_millis())),
                 retry_after: None,
+                billed: true,
             }),
             Ok(Err(f)) => Err(f),
             Ok(Ok(bytes)) => {
-                let bad = |m: String| Failure { err: LlmError::BadResponse(format!("{what}: {m}")), retry_after: None };
+                let bad = |m: String| Failure {
+                    err: LlmError::BadResponse(format!("{what}: {m}")),
+                    retry_after: None,
+                    billed: true,
+                };
                 if bytes.iter().all(|b| b.is_ascii_whitespace()) {
                     return Err(bad("empty response body".into()));
                 }
@@ -569,6 +588,7 @@ impl Pool {
                                 MAX_BODY_BYTES >> 20
                             )),
                             retry_after: None,
+                            billed: true,
                         });
                     }
                     buf.extend_from_slice(&c);
@@ -587,7 +607,9 @@ impl Pool {
             return Ok(buf);
         }
         let msg = format!("{what}: HTTP {status}: {}", snippet(&String::from_utf8_lossy(&buf)));
-        Err(Failure { err: status_error(status.as_u16(), msg), retry_after })
+        // A 5xx may come after the work was done; a 429 or 408 is refused before it starts.
+        let billed = status.is_server_error();
+        Err(Failure { err: status_error(status.as_u16(), msg), retry_after, billed })
     }
 }
 
@@ -650,10 +672,17 @@ fn transport(what: &str, doing: &str, e: reqwest::Error) -> Failure {
         src = s.source();
     }
     let err = if e.is_builder() { LlmError::Other(msg) } else { LlmError::Retryable(msg) };
-    Failure { err, retry_after: None }
+    // A refused connection sent nothing; a reset or a cut body may come after the work was done.
+    let billed = !(e.is_builder() || e.is_connect());
+    Failure { err, retry_after: None, billed }
 }
 
-/// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`); HTTP dates are ignored (backoff applies).
+/// The longest wait a `Retry-After` may ask for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`), clamped to [`MAX_RETRY_AFTER`]
+/// before it becomes a duration (a server's `1e20` must not overflow one); HTTP dates are ignored
+/// (backoff applies).
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |k: &str| {
         h.get(k)
@@ -661,9 +690,10 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|x| x.is_finite() && *x >= 0.0)
     };
+    let max = MAX_RETRY_AFTER.as_secs_f64();
     get("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1e3))
-        .or_else(|| get("retry-after").map(Duration::from_secs_f64))
+        .map(|ms| Duration::from_secs_f64((ms / 1e3).min(max)))
+        .or_else(|| get("retry-after").map(|s| Duration::from_secs_f64(s.min(max))))
 }
 
 pub(crate) fn snippet(s: &str) -> String {
@@ -755,5 +785,102 @@ mod redact_tests {
             "https://x.example.com/openai/deployments/d/chat?***"
         );
         assert!(!redact_url("nonsense://a:sk-SECRET@b?k=sk-SECRET").contains("SECRET"));
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A server that answers each request with the next of `answers` (status line, extra headers).
+    fn server(answers: Vec<(&'static str, &'static str)>) -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for (status, headers) in answers {
+                let Ok((mut s, _)) = l.accept() else { return };
+                let mut buf = [0u8; 65536];
+                let mut got = Vec::new();
+                // Headers, then the body its Content-Length announces.
+                while let Ok(n) = s.read(&mut buf) {
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let body =
+                    serde_json::json!({"choices": [{"finish_reason": "stop", "message": {"content": "on: push"}}]})
+                        .to_string();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        url
+    }
+
+    fn client(url: String, retries: u32) -> Arc<dyn Backend> {
+        openai(OpenAiConfig {
+            base_urls: vec![url],
+            model: "m".into(),
+            api_key_env: None,
+            api_key: None,
+            limits: Limits { retries, backoff_initial_ms: 1, backoff_max_ms: 5, ..Limits::default() },
+        })
+        .unwrap()
+    }
+
+    fn req() -> Request {
+        Request {
+            messages: vec![Message::new("user", "hi")],
+            temperature: 0.0,
+            max_tokens: 8,
+            seed: None,
+            extra: Default::default(),
+        }
+    }
+
+    /// Issue 30: a `Retry-After` no duration can hold is clamped, never a panic.
+    #[tokio::test]
+    async fn an_absurd_retry_after_is_clamped_not_a_panic() {
+        for header in ["Retry-After: 1e20\r\n", "retry-after-ms: 1e300\r\n", "Retry-After: inf\r\n"] {
+            let header: &'static str = Box::leak(header.to_string().into_boxed_str());
+            let c = client(server(vec![("429 Too Many Requests", header)]), 0);
+            let e = c.chat(&req()).await.unwrap_err();
+            assert!(e.to_string().contains("429"), "{e}");
+        }
+        let h = reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::RETRY_AFTER,
+            reqwest::header::HeaderValue::from_static("1e20"),
+        )]);
+        assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER));
+    }
+
+    /// Issue 30: attempts that reached the server and may have been billed are counted; a 429 is not.
+    #[tokio::test]
+    async fn billed_retries_count_what_may_have_been_billed() {
+        let c = client(server(vec![("500 Internal Server Error", ""), ("200 OK", "")]), 2);
+        let r = c.chat(&req()).await.unwrap();
+        assert_eq!((r.attempts, r.billed_retries), (2, 1));
+        let c = client(server(vec![("429 Too Many Requests", ""), ("200 OK", "")]), 2);
+        let r = c.chat(&req()).await.unwrap();
+        assert_eq!((r.attempts, r.billed_retries), (2, 0));
     }
 }

@@ -481,6 +481,8 @@ impl Embedded {
             finish_reason: seq.finish.map(String::from),
             endpoint: format!("embedded:{}", self.name),
             attempts: 1,
+
+            billed_retries: 0,
         };
         Ok((seq.out, reply))
     }

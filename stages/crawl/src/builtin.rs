@@ -110,7 +110,10 @@ pub fn builtin(name: &str) -> Option<Profile> {
         // Antora components `guides`, `reference` and `orbs` (server-admin is versioned and out of
         // scope; every page also links a Markdown twin `index.md`, and `llms.txt`). Shiki renders
         // `pre.highlight > code[data-lang=yaml]`; callout markers `<i class="conum"></i><b>(1)</b>`
-        // sit inside the code and would end up in the YAML; `NOTE:` admonitions put their text
+        // sit inside the code and would end up in the YAML (Shiki's code has no other `b`: `pre b`);
+        // the info bar under the title is removed by what it holds (`.platform-badge`,
+        // `[data-dropdown]`), never as "the div after the title", which is a page's `#preamble` when
+        // it has no info bar; `NOTE:` admonitions put their text
         // straight into `td.content`; Asciidoctor Tabs panels are all in the page (JavaScript hides
         // the inactive ones with `hidden`). A block's title (`div.title`, a listing's caption) is a
         // line of its own, after the step that introduces the listing, not part of that step's text.
@@ -133,12 +136,13 @@ pub fn builtin(name: &str) -> Option<Profile> {
                     "aside",
                     "footer",
                     "button",
-                    "h1.page + div",
+                    ".platform-badge",
+                    "[data-dropdown]",
                     "h1.page > span",
                     ".subsection-badge",
                     "a.anchor",
                     "i.conum",
-                    "i.conum + b",
+                    "pre b",
                     "td.icon",
                     ".source-toolbox",
                     ".tablist",
@@ -233,5 +237,20 @@ mod tests {
         let mut bad = serde_json::Map::new();
         bad.insert("yaml_block".into(), serde_json::json!(["pre"]));
         assert!(with_overrides(&base, bad).unwrap_err().0.contains("yaml_block"));
+    }
+
+    /// Issue 30: a removal rule names what it removes (an element, a class, an id, an attribute),
+    /// never a position: `h1.page + div` also matched an Asciidoctor page's `#preamble`, and every
+    /// example in it vanished.
+    #[test]
+    fn builtin_removal_rules_name_what_they_remove() {
+        for name in BUILTIN {
+            for rule in builtin(name).unwrap().remove {
+                let positional = rule.contains('+')
+                    || rule.contains('~')
+                    || [":nth-", ":first-", ":last-", ":only-"].iter().any(|p| rule.contains(p));
+                assert!(!positional, "{name}: `{rule}` removes by position");
+            }
+        }
     }
 }

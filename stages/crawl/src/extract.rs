@@ -16,11 +16,14 @@ pub struct Extracted {
     pub position: u64,
 }
 
-/// A code block that did not become a pair, and why.
+/// A code block that did not become a pair, and why. No YAML block of a page is dropped in
+/// silence: one inside an element the profile removes, a hidden one, or one outside the content
+/// root is a `Skipped` too.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Skipped {
     pub title: String,
-    /// `not yaml`, `yaml scalar` or `yaml parse error` (the golden notes' words).
+    /// `not yaml`, `yaml scalar` or `yaml parse error` (the golden notes' words);
+    /// `removed by profile rule` (the rule in `detail`), `hidden` or `outside the content root`.
     pub reason: String,
     pub detail: String,
     pub first_line: String,
@@ -128,11 +131,38 @@ fn block_level(name: &str) -> bool {
     )
 }
 
+/// Reasons of YAML blocks that never reach the walk's YAML branch.
+pub const REMOVED_BY_RULE: &str = "removed by profile rule";
+pub const HIDDEN: &str = "hidden";
+pub const OUTSIDE_ROOT: &str = "outside the content root";
+
 impl Walker<'_> {
     /// Hidden (unless a tab panel the profile keeps: every panel is an example) or removed by the profile.
     fn removed(&self, el: ElementRef) -> bool {
         let hidden = is_hidden(el) && !self.p.keep.as_ref().is_some_and(|s| s.matches(&el));
         hidden || self.p.remove.as_ref().is_some_and(|s| s.matches(&el))
+    }
+
+    /// Why a removed element went: the first `remove` rule that matches it, else hidden.
+    fn removal(&self, el: ElementRef) -> (&'static str, String) {
+        match self.p.remove_rules.iter().find(|(_, s)| s.matches(&el)) {
+            Some((rule, _)) => (REMOVED_BY_RULE, rule.clone()),
+            None => (HIDDEN, String::new()),
+        }
+    }
+
+    /// Every YAML block in `el`'s subtree (`el` included), outermost only, as skipped for `reason`.
+    fn skip_yaml_in(&mut self, el: ElementRef, reason: &str, detail: &str) {
+        for y in yaml_blocks_in(self.p, el) {
+            let text = self.block_text(y);
+            let title = self.title();
+            self.out.skipped.push(Skipped {
+                title,
+                reason: reason.into(),
+                detail: detail.into(),
+                first_line: first_line(&text),
+            });
+        }
     }
 
     fn is_code(&self, el: ElementRef) -> bool {
@@ -214,6 +244,8 @@ impl Walker<'_> {
     fn walk(&mut self, node: ElementRef) {
         for child in node.children().filter_map(ElementRef::wrap) {
             if self.removed(child) {
+                let (reason, rule) = self.removal(child);
+                self.skip_yaml_in(child, reason, &rule);
                 continue;
             }
             let name = child.value().name();
@@ -298,15 +330,42 @@ pub fn extract(html: &str, p: &Compiled) -> Extraction {
 }
 
 fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
-    let Some(root) = doc.select(&p.content_root).next() else {
-        return Extraction {
-            error: Some(format!("content root `{}` not found", p.profile.content_root)),
-            ..Default::default()
-        };
-    };
     let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
-    w.walk(root);
+    let root = doc.select(&p.content_root).next();
+    match root {
+        Some(root) => w.walk(root),
+        None => w.out.error = Some(format!("content root `{}` not found", p.profile.content_root)),
+    }
+    // YAML blocks elsewhere on the page (a sidebar's, a page without the root) are counted too.
+    let inside: std::collections::HashSet<_> = root.iter().flat_map(|r| r.descendants()).map(|n| n.id()).collect();
+    let detail = if root.is_some() { String::new() } else { "the page has no content root".to_string() };
+    for y in yaml_blocks_in(p, doc.root_element()) {
+        if !inside.contains(&y.id()) {
+            let text = w.block_text(y);
+            w.out.skipped.push(Skipped {
+                title: String::new(),
+                reason: OUTSIDE_ROOT.into(),
+                detail: detail.clone(),
+                first_line: first_line(&text),
+            });
+        }
+    }
     w.out
+}
+
+/// The YAML blocks of `el`'s subtree (`el` included), without those nested in another one.
+fn yaml_blocks_in<'a>(p: &Compiled, el: ElementRef<'a>) -> Vec<ElementRef<'a>> {
+    let mut out = Vec::new();
+    let mut stack = vec![el];
+    while let Some(e) = stack.pop() {
+        if p.yaml.matches(&e) {
+            out.push(e);
+            continue;
+        }
+        let kids: Vec<ElementRef> = e.children().filter_map(ElementRef::wrap).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+    out
 }
 
 /// The page's `<link rel="canonical">` resolved against `base`: the URL its operator calls this
@@ -419,8 +478,39 @@ mod tests {
             ]
         );
         let reasons: Vec<&str> = e.skipped.iter().map(|s| s.reason.as_str()).collect();
-        assert_eq!(reasons, vec!["yaml scalar", "not yaml", "yaml parse error"]);
+        assert_eq!(reasons, vec!["yaml scalar", "not yaml", "yaml parse error", HIDDEN]);
         assert_eq!(e.skipped[1].detail, "shell");
+    }
+
+    /// Issue 30: every YAML block of a page is a pair or a skipped block that says why, the
+    /// profile rule that removed it included.
+    #[test]
+    fn no_yaml_block_is_dropped_in_silence() {
+        let html = r#"<html><body><aside><pre><code class="language-yaml">side: 1</code></pre></aside>
+            <main><h1>T</h1><nav><pre><code class="language-yaml">in_nav: 1</code></pre></nav>
+            <table><tr><td><pre><code class="language-yaml">a: 1</code></pre><pre><code class="language-yaml">b: 2</code></pre></td></tr></table>
+            <pre><code class="language-yaml">kept: 1</code></pre></main></body></html>"#;
+        let e = extract(html, &profile());
+        assert_eq!(e.pairs.len(), 1);
+        let got: Vec<(&str, &str, &str)> =
+            e.skipped.iter().map(|s| (s.reason.as_str(), s.detail.as_str(), s.first_line.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (REMOVED_BY_RULE, "nav", "in_nav: 1"),
+                (REMOVED_BY_RULE, "table", "a: 1"),
+                (REMOVED_BY_RULE, "table", "b: 2"),
+                (OUTSIDE_ROOT, "", "side: 1"),
+            ]
+        );
+        // A page without the content root: every block says so.
+        let e = extract("<div><pre><code class=\"language-yaml\">x: 1</code></pre></div>", &profile());
+        assert!(e.error.is_some());
+        assert_eq!(e.skipped.len(), 1);
+        assert_eq!(
+            (e.skipped[0].reason.as_str(), e.skipped[0].detail.as_str()),
+            (OUTSIDE_ROOT, "the page has no content root")
+        );
     }
 
     fn pairs(html: &str, p: &Compiled) -> Vec<(String, String, String)> {

@@ -14,7 +14,9 @@ mod robots;
 mod urls;
 
 pub use builtin::{builtin, with_overrides, BUILTIN};
-pub use extract::{canonical, extract, links, sitemap_locs, Extracted, Extraction, Skipped};
+pub use extract::{
+    canonical, extract, links, sitemap_locs, Extracted, Extraction, Skipped, HIDDEN, OUTSIDE_ROOT, REMOVED_BY_RULE,
+};
 pub use robots::Robots;
 pub use urls::{decode_page, in_scope, normalize, Scope};
 
@@ -73,6 +75,8 @@ pub struct Compiled {
     pub profile: Profile,
     pub(crate) content_root: Selector,
     pub(crate) remove: Option<Selector>,
+    /// Each `remove` rule alone, to name the one that dropped a YAML block.
+    pub(crate) remove_rules: Vec<(String, Selector)>,
     pub(crate) yaml: Selector,
     pub(crate) code: Option<Selector>,
     pub(crate) prose: Selector,
@@ -113,6 +117,11 @@ impl Profile {
             profile: self.clone(),
             content_root: sel("content_root", std::slice::from_ref(&self.content_root))?.expect("one selector"),
             remove: sel("remove", &self.remove)?,
+            remove_rules: self
+                .remove
+                .iter()
+                .map(|r| Ok((r.clone(), sel("remove", std::slice::from_ref(r))?.expect("one selector"))))
+                .collect::<Result<_, String>>()?,
             yaml: sel("yaml_blocks", &self.yaml_blocks)?.expect("checked non-empty"),
             code: sel("code_blocks", &self.code_blocks)?,
             prose: sel("prose_blocks", &self.prose_blocks)?.ok_or("`prose_blocks`: at least one selector is needed")?,

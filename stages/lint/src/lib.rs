@@ -22,12 +22,24 @@ pub enum Verdict {
     Unreadable(String),
 }
 
-/// The row for one text and one tool: `as_is` is the tool on the text as written, `completed` the
+/// The row for one text and one tool: `as_is` is the tool on `text` as written, `completed` the
 /// tool on the fragment's completed file (when it is one), `no_rule` why a fragment could not be
 /// completed. `base` carries the row's keys and tool.
-pub fn judge(base: Lint, as_is: Verdict, completed: Option<(&Wrapped, Verdict)>, no_rule: Option<String>) -> Lint {
+///
+/// No verdict passes a text that is not a configuration: a text that is not a YAML mapping
+/// (empty, only comments, prose or another scalar, a sequence) is never `ok` as written, nor at
+/// all unless a completion rule made it a file (a list of steps), whatever a tool says of it (a
+/// tool that finds no job in prose exits 0). A tool that could not read a text gives no verdict.
+pub fn judge(
+    base: Lint,
+    text: &str,
+    as_is: Verdict,
+    completed: Option<(&Wrapped, Verdict)>,
+    no_rule: Option<String>,
+) -> Lint {
     let mut row = base;
     let mut notes: Vec<String> = Vec::new();
+    let garbage = doc2ci_validate::not_a_configuration(text, &doc2ci_validate::Limits::default());
     let as_is_findings = match as_is {
         Verdict::Findings(f) => Some(f),
         Verdict::Unreadable(why) => {
@@ -35,7 +47,13 @@ pub fn judge(base: Lint, as_is: Verdict, completed: Option<(&Wrapped, Verdict)>,
             None
         }
     };
-    row.as_is_ok = as_is_findings.as_ref().map(Vec::is_empty);
+    row.as_is_ok = match &garbage {
+        Some(why) => {
+            notes.insert(0, format!("not a configuration: {why}"));
+            Some(false)
+        }
+        None => as_is_findings.as_ref().map(Vec::is_empty),
+    };
     match completed {
         Some((w, verdict)) => {
             row.completed = Some(w.rule.to_string());
@@ -51,7 +69,7 @@ pub fn judge(base: Lint, as_is: Verdict, completed: Option<(&Wrapped, Verdict)>,
             row.ok = row.completed_ok;
         }
         None => {
-            row.completed_ok = if no_rule.is_some() { None } else { row.as_is_ok };
+            row.completed_ok = if no_rule.is_some() && garbage.is_none() { None } else { row.as_is_ok };
             row.findings = as_is_findings.unwrap_or_default();
             row.ok = row.as_is_ok;
             notes.extend(no_rule);
@@ -94,10 +112,16 @@ mod tests {
 
     #[test]
     fn a_standalone_text_is_judged_as_written() {
-        let row = judge(Lint::default(), Verdict::Findings(vec![finding("expression", Some(3), "x")]), None, None);
+        let row = judge(
+            Lint::default(),
+            "on: push\njobs: {}\n",
+            Verdict::Findings(vec![finding("expression", Some(3), "x")]),
+            None,
+            None,
+        );
         assert_eq!((row.ok, row.as_is_ok, row.completed_ok), (Some(false), Some(false), Some(false)));
         assert_eq!(row.findings.len(), 1);
-        let clean = judge(Lint::default(), Verdict::Findings(vec![]), None, None);
+        let clean = judge(Lint::default(), "on: push\njobs: {}\n", Verdict::Findings(vec![]), None, None);
         assert_eq!(
             (clean.ok, clean.as_is_ok, clean.completed_ok, clean.note),
             (Some(true), Some(true), Some(true), None)
@@ -114,6 +138,7 @@ mod tests {
         ];
         let row = judge(
             Lint::default(),
+            "- run: echo $X\n",
             Verdict::Findings(vec![finding("syntax-check", Some(1), "missing on")]),
             Some((&w, Verdict::Findings(found))),
             None,
@@ -125,19 +150,60 @@ mod tests {
         assert_eq!(row.wrapper_findings.len(), 2);
         let ok = judge(
             Lint::default(),
+            "- run: echo $X\n",
             Verdict::Findings(vec![finding("syntax-check", Some(1), "missing on")]),
             Some((&w, Verdict::Findings(vec![finding("excessive-permissions", Some(3), "wrapper")]))),
             None,
         );
         assert_eq!((ok.ok, ok.as_is_ok, ok.completed_ok), (Some(true), Some(false), Some(true)));
+        assert!(ok.note.as_deref().is_some_and(|n| n.contains("a sequence")), "{:?}", ok.note);
+    }
+
+    /// Issue 30: whatever a tool says of it, a text that is not a configuration is never `ok`.
+    #[test]
+    fn no_verdict_passes_a_text_that_is_not_a_configuration() {
+        let shapes = [
+            ("", "empty"),
+            ("# only a comment\n# and another\n", "empty"),
+            ("Here is the workflow you asked for.", "a scalar"),
+            ("42\n", "a scalar"),
+            ("- one\n- two\n", "a sequence"),
+            ("on: [push\n", "not YAML"),
+        ];
+        for (text, why) in shapes {
+            for as_is in [Verdict::Findings(vec![]), Verdict::Unreadable("the tool could not read it".into())] {
+                for no_rule in [None, Some("no completion rule".to_string())] {
+                    let row = judge(Lint::default(), text, as_is.clone(), None, no_rule.clone());
+                    assert_eq!(
+                        (row.ok, row.as_is_ok, row.completed_ok),
+                        (Some(false), Some(false), Some(false)),
+                        "{text:?} {as_is:?} {no_rule:?}"
+                    );
+                    let note = row.note.unwrap_or_default();
+                    assert!(note.starts_with("not a configuration") && note.contains(why), "{text:?}: {note}");
+                }
+            }
+        }
     }
 
     #[test]
     fn unjudged_texts_say_why() {
-        let row = judge(Lint::default(), Verdict::Unreadable("zizmor could not parse it".into()), None, None);
+        let row = judge(
+            Lint::default(),
+            "on: push\njobs: {}\n",
+            Verdict::Unreadable("zizmor could not parse it".into()),
+            None,
+            None,
+        );
         assert_eq!((row.ok, row.as_is_ok), (None, None));
         assert_eq!(row.note.as_deref(), Some("zizmor could not parse it"));
-        let no_rule = judge(Lint::default(), Verdict::Findings(vec![]), None, Some("no completion rule".into()));
+        let no_rule = judge(
+            Lint::default(),
+            "on: push\njobs: {}\n",
+            Verdict::Findings(vec![]),
+            None,
+            Some("no completion rule".into()),
+        );
         assert_eq!((no_rule.ok, no_rule.as_is_ok, no_rule.completed_ok), (Some(true), Some(true), None));
         assert_eq!(no_rule.note.as_deref(), Some("no completion rule"));
     }

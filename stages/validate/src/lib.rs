@@ -219,18 +219,8 @@ impl Validator {
             }
         };
         let fragment = is_fragment(service, &value);
-        if !value.is_mapping() {
-            let what = match &value {
-                Value::Seq(_) => "a sequence",
-                Value::Null { .. } => "empty",
-                _ => "a scalar",
-            };
-            return Ok(Validity {
-                parse_ok: false,
-                schema_ok: false,
-                errors: vec![format!("the document is {what}, not a mapping")],
-                fragment,
-            });
+        if let Some(why) = not_mapping(&value) {
+            return Ok(Validity { parse_ok: false, schema_ok: false, errors: vec![why], fragment });
         }
         let instance = doc2ci_yaml::to_json(&value);
         let mut errors = Vec::new();
@@ -238,6 +228,27 @@ impl Validator {
             collect_errors(&e, 0, &mut errors);
         }
         Ok(Validity { parse_ok: true, schema_ok: errors.is_empty(), errors, fragment })
+    }
+}
+
+/// Why a loaded document is not a configuration file (None: it is a mapping).
+fn not_mapping(value: &Value) -> Option<String> {
+    let what = match value {
+        Value::Map(_) => return None,
+        Value::Seq(_) => "a sequence",
+        Value::Null { .. } => "empty",
+        _ => "a scalar",
+    };
+    Some(format!("the document is {what}, not a mapping"))
+}
+
+/// Why `text` cannot be a configuration file of any service: it does not load as YAML 1.2, or its
+/// document is empty (nothing or only comments), a scalar (prose, a bare value) or a sequence.
+/// None: it is a mapping. What `parse_ok` means, for stages that judge texts by other tools.
+pub fn not_a_configuration(text: &str, limits: &Limits) -> Option<String> {
+    match doc2ci_yaml::load(text, limits) {
+        Ok(v) => not_mapping(&v),
+        Err(e) => Some(format!("not YAML: {e}")),
     }
 }
 
