@@ -107,6 +107,20 @@ enum Cmd {
         #[arg(long, short, default_value = "pipeline.toml")]
         config: PathBuf,
     },
+    /// The request cache shared across studies.
+    Cache {
+        #[command(subcommand)]
+        cmd: CacheCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheCmd {
+    /// Where it is, its entries and bytes, and the hits and misses runs have logged.
+    Stats {
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -259,6 +273,26 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             }
         }
         Cmd::Gc { config } => gc(&config, ui),
+        Cmd::Cache { cmd: CacheCmd::Stats { config } } => {
+            let cfg = Config::load(&config)?;
+            let Some(c) = &cfg.request_cache else {
+                println!("request cache: off");
+                return Ok(());
+            };
+            let s = crate::backends::RequestCache::stats(c);
+            let asked = s.hits + s.misses;
+            let rate = if asked > 0 {
+                format!(" ({:.1}% of lookups)", 100.0 * s.hits as f64 / asked as f64)
+            } else {
+                String::new()
+            };
+            println!("request cache: {}", c.dir.display());
+            println!("entries: {}\nbytes: {}\nhits: {}{rate}\nmisses: {}", s.entries, s.bytes, s.hits, s.misses);
+            if s.partial > 0 {
+                println!("half-written: {} (`doc2ci gc` removes those of writers that are gone)", s.partial);
+            }
+            Ok(())
+        }
         Cmd::Serve { dir, addr, log } => {
             let s = crate::crawl::server::Server::start(&dir, &addr, log.as_deref())?;
             println!("serving {} at {}", dir.display(), s.origin());

@@ -124,13 +124,6 @@ impl Partition {
     }
 }
 
-/// A partition a job reads stands in its parameters by its id.
-impl Serialize for Partition {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.id())
-    }
-}
-
 /// What the engine remembers of a finished partition; the cache key decides reuse.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PartState {

@@ -12,6 +12,7 @@
 //! `doc2ci run --no-request-cache` turns it off for one run.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -58,14 +59,53 @@ struct Entry {
 
 pub struct RequestCache {
     s: CacheSettings,
+    /// Lookups answered and not, logged to `hits.log` when the cache is dropped.
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
+
+/// What `doc2ci cache stats` shows.
+#[derive(Debug, Default, PartialEq)]
+pub struct CacheStats {
+    pub entries: u64,
+    pub bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Half-written entries of writers that are gone (`doc2ci gc` removes them).
+    pub partial: u64,
+}
+
+const HITS_LOG: &str = "hits.log";
 
 /// `Reply::endpoint` of an answer that came from the cache (its `attempts` is 0: nothing was asked).
 pub const FROM_CACHE: &str = "request cache";
 
 impl RequestCache {
     pub fn new(s: &CacheSettings) -> RequestCache {
-        RequestCache { s: s.clone() }
+        RequestCache { s: s.clone(), hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+    }
+
+    /// Entries, bytes, and the hits and misses every run has logged.
+    pub fn stats(s: &CacheSettings) -> CacheStats {
+        let mut st = CacheStats::default();
+        for shard in std::fs::read_dir(&s.dir).into_iter().flatten().flatten() {
+            for e in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                if name.ends_with(".part") {
+                    st.partial += 1;
+                } else if name.ends_with(".json") {
+                    (st.entries, st.bytes) = (st.entries + 1, st.bytes + len);
+                }
+            }
+        }
+        for line in std::fs::read_to_string(s.dir.join(HITS_LOG)).unwrap_or_default().lines() {
+            let n: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            if let [_, h, m] = n[..] {
+                (st.hits, st.misses) = (st.hits + h, st.misses + m);
+            }
+        }
+        st
     }
 
     /// The content address of one request of sample `sample` to the model `g` describes. Version
@@ -88,6 +128,13 @@ impl RequestCache {
 
     /// The stored answer, unless it is missing, unreadable or older than the TTL.
     pub fn get(&self, key: &str) -> Option<Reply> {
+        let r = self.read(key);
+        let counter = if r.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    fn read(&self, key: &str) -> Option<Reply> {
         let p = self.path(key);
         if let Some(ttl) = self.s.ttl {
             let age = std::fs::metadata(&p).ok()?.modified().ok()?;
@@ -149,6 +196,24 @@ impl RequestCache {
     }
 }
 
+/// Each user of the cache logs what it found, one line (`<unix seconds> <hits> <misses>`) appended
+/// in one write, so concurrent studies never interleave a line.
+impl Drop for RequestCache {
+    fn drop(&mut self) {
+        let (h, m) = (*self.hits.get_mut(), *self.misses.get_mut());
+        if h + m == 0 {
+            return;
+        }
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let line = format!("{now} {h} {m}\n");
+        let _ = std::fs::create_dir_all(&self.s.dir);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.s.dir.join(HITS_LOG));
+        if let Ok(mut f) = log {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,63 +242,65 @@ mod tests {
         }
     }
 
-    /// A server model as `pipeline.toml` would declare it.
-    fn model(backend: &str, model: &str, extra: &str) -> GenSettings {
-        let cfg = format!(
-            "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n\
-             [[models]]\nname = \"x\"\nbackend = \"{backend}\"\nmodel = \"{model}\"\n{extra}\n"
-        );
-        let c = crate::config::Config::parse(&std::env::temp_dir().join("p.toml"), &cfg).unwrap();
-        c.models[0].gen().unwrap().clone()
+    /// A model of `backend` at one endpoint, as the config would set it (the key's tests as a user
+    /// declares models are `config::tests::request_cache_keys_follow_what_shapes_the_answer`).
+    fn model(backend: &str, model: &str) -> GenSettings {
+        GenSettings {
+            key: crate::backends::GenKey {
+                backend: backend.into(),
+                model_id: model.into(),
+                max_tokens: 64,
+                temperature: 0.0,
+                samples: 1,
+                seed: 0,
+                few_shot: 0,
+                retrieval: 0,
+                retrieval_chars: 0,
+                num_ctx: None,
+                endpoint: Some(crate::backends::server::endpoint_identity(&["http://h/v1".into()])),
+                params: Default::default(),
+                max_pairs: None,
+            },
+            base_urls: vec!["http://h/v1".into()],
+            api_key_env: None,
+            concurrency: 1,
+            rpm: None,
+            tpm: None,
+            retries: 0,
+            timeout_ms: 1000,
+            price_per_1k_input: None,
+            price_per_1k_output: None,
+            max_cost: None,
+            services: vec![],
+            model_file: None,
+        }
     }
 
     #[test]
-    fn the_key_is_what_decides_the_answer() {
-        let url = "base_url = \"http://127.0.0.1:8000/v1\"";
-        let oa = model("openai", "m", url);
-        let k = RequestCache::key(&oa, &req("a"), 0);
-        assert_eq!(k, RequestCache::key(&oa, &req("a"), 0));
-        assert_ne!(k, RequestCache::key(&oa, &req("b"), 0));
-        assert_ne!(k, RequestCache::key(&model("openai", "m2", url), &req("a"), 0));
-        assert_ne!(k, RequestCache::key(&model("ollama", "m", url), &req("a"), 0));
-        assert_ne!(k, RequestCache::key(&oa, &req("a"), 1), "sample k is its own draw");
-        let mut hot = req("a");
-        hot.temperature = 0.7;
-        assert_ne!(k, RequestCache::key(&oa, &hot, 0));
-        // Another server with a model of the same name is another model.
-        let other = model("openai", "m", "base_url = \"http://127.0.0.1:8001/v1\"");
-        assert_ne!(k, RequestCache::key(&other, &req("a"), 0));
-        // The same server spelt otherwise, or with credentials in its URL, is the same one.
-        let same = model("openai", "m", "base_url = \"http://user:pw@127.0.0.1:8000/v1/\"");
-        assert_eq!(k, RequestCache::key(&same, &req("a"), 0));
-        // A declared namespace is shared by whichever endpoints name it, and only by them.
-        let ns = |u: &str| model("openai", "m", &format!("base_url = \"{u}\"\ncache_namespace = \"fleet\""));
-        let kn = RequestCache::key(&ns("http://a:1/v1"), &req("a"), 0);
-        assert_eq!(kn, RequestCache::key(&ns("http://b:2/v1"), &req("a"), 0));
-        assert_ne!(kn, k);
-        // Ollama's context window changes what the model reads.
-        let ol = |ctx: u32| model("ollama", "m", &format!("{url}\nnum_ctx = {ctx}"));
-        assert_ne!(RequestCache::key(&ol(2048), &req("a"), 0), RequestCache::key(&ol(8192), &req("a"), 0));
-    }
-
-    #[test]
-    fn embedded_answers_are_keyed_by_the_weights_content() {
+    fn stats_count_entries_bytes_hits_and_misses() {
         let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("m.gguf");
-        std::fs::write(&f, b"weights one").unwrap();
-        let mut g = model("embedded", f.to_str().unwrap(), "");
-        g.model_file = Some(f.clone());
-        let k1 = RequestCache::key(&g, &req("a"), 0);
-        // Same path, other content (the cache is per process by size and time: change both).
-        std::fs::write(&f, b"weights two, longer").unwrap();
-        assert_ne!(k1, RequestCache::key(&g, &req("a"), 0));
+        let s = CacheSettings { dir: dir.path().into(), ttl: None };
+        let k = RequestCache::key(&model("openai", "m"), &req("a"), 0);
+        {
+            let c = RequestCache::new(&s);
+            assert!(c.get(&k).is_none());
+            c.put(&k, &reply()).unwrap();
+        }
+        {
+            let c = RequestCache::new(&s);
+            assert!(c.get(&k).is_some());
+            assert!(c.get(&k).is_some());
+        }
+        let st = RequestCache::stats(&s);
+        let bytes = std::fs::metadata(dir.path().join(&k[..2]).join(format!("{k}.json"))).unwrap().len();
+        assert_eq!(st, CacheStats { entries: 1, bytes, hits: 2, misses: 1, partial: 0 });
     }
 
     #[test]
     fn gc_sweeps_only_dead_writers_half_files() {
         let dir = tempfile::tempdir().unwrap();
         let c = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: None });
-        let k = RequestCache::key(&model("openai", "m", "base_url = \"http://h/v1\""), &req("a"), 0);
+        let k = RequestCache::key(&model("openai", "m"), &req("a"), 0);
         c.put(&k, &reply()).unwrap();
         let shard = dir.path().join(&k[..2]);
         // A writer that no longer runs (pid far above pid_max), and one that does (us).
@@ -248,7 +315,7 @@ mod tests {
     fn an_answer_comes_back_marked_and_expires() {
         let dir = tempfile::tempdir().unwrap();
         let c = RequestCache::new(&CacheSettings { dir: dir.path().into(), ttl: None });
-        let k = RequestCache::key(&model("openai", "m", "base_url = \"http://h/v1\""), &req("a"), 0);
+        let k = RequestCache::key(&model("openai", "m"), &req("a"), 0);
         assert!(c.get(&k).is_none());
         c.put(&k, &reply()).unwrap();
         let hit = c.get(&k).unwrap();

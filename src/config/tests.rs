@@ -159,7 +159,7 @@ fn entry_keys_belong_to_their_kind() {
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nrpm = 5\n", ":9:", "the embedded backend takes no `rpm` (`rpm` is a setting of openai, ollama, openai-responses, openai-batch)"),
         ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\nbase_url = \"http://h\"\napi_key_env = \"K\"\n", ":10:", "the ollama backend takes no API key (`api_key_env` is a setting of openai, openai-responses, openai-batch)"),
         ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_envv = \"K\"\n", "line 10", "`api_key_envv`, expected one of"),
-        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_envv = \"K\"\n", "line 10", "`timeout_ms`, `api_key_env`"),
+        ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\napi_key_envv = \"K\"\n", "line 10", "`cache_namespace`, `api_key_env`"),
         ("[[models]]\nname = \"x\"\nbackend = \"ollama\"\n", "10: `models.base_url`", "the ollama backend needs `base_url`"),
     ];
     for (body, line, what) in cases {
@@ -182,5 +182,70 @@ fn entry_keys_belong_to_their_kind() {
     for (body, line, what) in sources {
         let e = parse(&format!("{HEAD}[[sources]]\n{body}")).unwrap_err().to_string();
         assert!(e.contains(line) && e.contains(what), "{body}: {e}");
+    }
+}
+
+/// A model as `pipeline.toml` would declare it.
+fn model(backend: &str, model: &str, extra: &str) -> GenSettings {
+    let cfg = format!(
+        "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n\
+         [[models]]\nname = \"x\"\nbackend = \"{backend}\"\nmodel = \"{model}\"\n{extra}\n"
+    );
+    let c = Config::parse(&std::env::temp_dir().join("p.toml"), &cfg).unwrap();
+    c.models[0].gen().unwrap().clone()
+}
+
+#[test]
+fn request_cache_keys_follow_what_shapes_the_answer() {
+    let url = "base_url = \"http://127.0.0.1:8000/v1\"";
+    let oa = model("openai", "m", url);
+    let k = crate::backends::RequestCache::key(&oa, &req("a"), 0);
+    assert_eq!(k, crate::backends::RequestCache::key(&oa, &req("a"), 0));
+    assert_ne!(k, crate::backends::RequestCache::key(&oa, &req("b"), 0));
+    assert_ne!(k, crate::backends::RequestCache::key(&model("openai", "m2", url), &req("a"), 0));
+    assert_ne!(k, crate::backends::RequestCache::key(&model("ollama", "m", url), &req("a"), 0));
+    assert_ne!(k, crate::backends::RequestCache::key(&oa, &req("a"), 1), "sample k is its own draw");
+    let mut hot = req("a");
+    hot.temperature = 0.7;
+    assert_ne!(k, crate::backends::RequestCache::key(&oa, &hot, 0));
+    // Another server with a model of the same name is another model.
+    let other = model("openai", "m", "base_url = \"http://127.0.0.1:8001/v1\"");
+    assert_ne!(k, crate::backends::RequestCache::key(&other, &req("a"), 0));
+    // The same server spelt otherwise, or with credentials in its URL, is the same one.
+    let same = model("openai", "m", "base_url = \"http://user:pw@127.0.0.1:8000/v1/\"");
+    assert_eq!(k, crate::backends::RequestCache::key(&same, &req("a"), 0));
+    // A declared namespace is shared by whichever endpoints name it, and only by them.
+    let ns = |u: &str| model("openai", "m", &format!("base_url = \"{u}\"\ncache_namespace = \"fleet\""));
+    let kn = crate::backends::RequestCache::key(&ns("http://a:1/v1"), &req("a"), 0);
+    assert_eq!(kn, crate::backends::RequestCache::key(&ns("http://b:2/v1"), &req("a"), 0));
+    assert_ne!(kn, k);
+    // Ollama's context window changes what the model reads.
+    let ol = |ctx: u32| model("ollama", "m", &format!("{url}\nnum_ctx = {ctx}"));
+    assert_ne!(
+        crate::backends::RequestCache::key(&ol(2048), &req("a"), 0),
+        crate::backends::RequestCache::key(&ol(8192), &req("a"), 0)
+    );
+}
+
+#[test]
+fn embedded_answers_are_keyed_by_the_weights_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.gguf");
+    std::fs::write(&f, b"weights one").unwrap();
+    let mut g = model("embedded", f.to_str().unwrap(), "");
+    g.model_file = Some(f.clone());
+    let k1 = crate::backends::RequestCache::key(&g, &req("a"), 0);
+    // Same path, other content (the cache is per process by size and time: change both).
+    std::fs::write(&f, b"weights two, longer").unwrap();
+    assert_ne!(k1, crate::backends::RequestCache::key(&g, &req("a"), 0));
+}
+
+fn req(text: &str) -> doc2ci_llm::Request {
+    doc2ci_llm::Request {
+        messages: vec![doc2ci_llm::Message::new("user", text)],
+        temperature: 0.0,
+        max_tokens: 64,
+        seed: None,
+        extra: Default::default(),
     }
 }

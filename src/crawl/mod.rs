@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use doc2ci_crawl::{in_scope, normalize, Scope};
 use doc2ci_rows::Page;
+use serde::Serialize;
 use url::Url;
 
 use crate::config::{CrawlParams, CrawlSource, Source};
@@ -99,18 +100,43 @@ enum Job {
     Task(tokio::task::JoinHandle<Fetched>),
 }
 
-/// Fetches the source's site into page rows (the `pages` partition), resuming a checkpoint.
-pub fn crawl(p: &CrawlParams, src: &Source, backend: &str, cx: &Ctx) -> Result<(Vec<Page>, String)> {
-    let handle = tokio::runtime::Handle::current();
-    handle.block_on(crawl_async(p, src, backend.to_string(), cx))
+/// What a crawl reads of its source: the site and which of its URLs are in scope, never the
+/// extraction selectors (changing those re-extracts the cached pages; it does not re-crawl).
+#[derive(Debug, Clone, Serialize)]
+pub struct Site {
+    pub source: String,
+    pub service: String,
+    /// A folder doc2ci serves: its files' content is the crawl's input, not where it lies.
+    #[serde(skip)]
+    pub serve: Option<std::path::PathBuf>,
+    pub url: Option<String>,
+    pub reach: doc2ci_crawl::Reach,
 }
 
-async fn crawl_async(p: &CrawlParams, src: &Source, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
-    let spec = src.crawl().ok_or_else(|| anyhow!("source `{}` is not a crawl source", src.name))?;
-    let profile = &spec.profile;
+impl Site {
+    pub fn of(src: &Source) -> Option<Site> {
+        let spec = src.crawl()?;
+        Some(Site {
+            source: src.name.clone(),
+            service: src.service.clone(),
+            serve: spec.serve.clone(),
+            url: spec.url.clone(),
+            reach: spec.profile.reach(),
+        })
+    }
+}
+
+/// Fetches the site into page rows (the `pages` partition), resuming a checkpoint.
+pub fn crawl(p: &CrawlParams, site: &Site, backend: &str, cx: &Ctx) -> Result<(Vec<Page>, String)> {
+    let handle = tokio::runtime::Handle::current();
+    handle.block_on(crawl_async(p, site, backend.to_string(), cx))
+}
+
+async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
+    let profile = &site.reach;
     let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
     let _server;
-    let (origin, served) = match (&spec.serve, &spec.url) {
+    let (origin, served) = match (&site.serve, &site.url) {
         (Some(dir), _) => {
             let s = server::Server::start(dir, "127.0.0.1:0", None)?;
             let o = Url::parse(&s.origin())?;
@@ -119,11 +145,11 @@ async fn crawl_async(p: &CrawlParams, src: &Source, backend: String, cx: &Ctx<'_
         }
         (None, Some(u)) => {
             _server = None;
-            (Url::parse(u).with_context(|| format!("source `{}`: url", src.name))?, false)
+            (Url::parse(u).with_context(|| format!("source `{}`: url", site.source))?, false)
         }
         _ => unreachable!("config checked: serve or url"),
     };
-    let resolve = |s: &str| origin.join(s).map_err(|e| anyhow!("source `{}`: bad URL `{s}`: {e}", src.name));
+    let resolve = |s: &str| origin.join(s).map_err(|e| anyhow!("source `{}`: bad URL `{s}`: {e}", site.source));
 
     let robots_client = Http::new(
         p,
@@ -378,8 +404,8 @@ async fn crawl_async(p: &CrawlParams, src: &Source, backend: String, cx: &Ctx<'_
             seen.insert(final_shown.clone());
             queue.retain(|(q, _)| shown(q, served) != final_shown);
             let page = Page {
-                service: src.service.clone(),
-                source: src.name.clone(),
+                service: site.service.clone(),
+                source: site.source.clone(),
                 seq: pages.rows().len() as u64,
                 requested_url: shown(&u, served),
                 url: final_shown,

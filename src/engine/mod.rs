@@ -47,7 +47,9 @@ pub struct Node {
     /// Inputs known by a pinned hash rather than read (assets checked by `doc2ci setup`).
     pub pinned: Vec<(String, String)>,
     /// The job itself, serialised: every setting a job holds is in its key by construction (a
-    /// field that cannot change rows says why with `#[serde(skip)]` where it is declared).
+    /// field that cannot change rows says why with `#[serde(skip)]` where it is declared; the
+    /// partitions a job reads are skipped there too: they are in the key through `deps`, by the
+    /// content of their outputs, and `Partition` is not `Serialize`, so none is forgotten).
     pub params: Value,
     /// The code version of the file that declares the node ([`crate::code::version_of`]): changes
     /// whenever any code its job reaches does.

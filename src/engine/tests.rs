@@ -20,6 +20,7 @@ struct Row {
 struct Toy {
     param: u64,
     value: u64,
+    #[serde(skip)]
     inputs: Vec<Partition>,
     #[serde(skip)]
     runs: Arc<AtomicUsize>,
@@ -163,4 +164,34 @@ fn a_node_may_not_depend_on_a_later_one() {
     ];
     let e = Pipeline::new(nodes, dir.path(), 1, dir.path()).err().unwrap().to_string();
     assert!(e.contains("declared after it"), "{e}");
+}
+
+/// Issue 30: a partition is current only if its file is what was published: a truncated or
+/// rewritten file (same size) re-runs its partition, naming why; an untouched one is not even read.
+#[test]
+fn a_partition_whose_file_changed_on_disk_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    pipeline(dir.path(), 1, 10, false).0.run(&[], &ui).unwrap();
+    let (p, _) = pipeline(dir.path(), 1, 10, false);
+    let wh = p.warehouse();
+    let file = wh.file(&Partition::new(SCORES, &["a", "m"]));
+    let bytes = std::fs::read(&file).unwrap();
+    // Same size, other content.
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0xff;
+    std::fs::write(&file, &flipped).unwrap();
+    assert_eq!(reasons(&p)[1], (Action::Run, "output on disk is not what was published (content changed)".into()));
+    // Shorter.
+    std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
+    assert_eq!(reasons(&p)[1], (Action::Run, "output on disk is not what was published (size changed)".into()));
+    // The published bytes again (a newer mtime): hashed, found equal, current.
+    std::fs::write(&file, &bytes).unwrap();
+    assert_eq!(reasons(&p)[1], (Action::Reuse, "up to date".into()));
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(reasons(&p)[1], (Action::Run, "output missing from the warehouse".into()));
+    let (p, s) = pipeline(dir.path(), 1, 10, false);
+    p.run(&[], &ui).unwrap();
+    assert_eq!(counts(&s), vec![0, 1, 0]);
 }

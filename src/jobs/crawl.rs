@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::config::{Config, CrawlParams, Source};
+use crate::config::{Config, CrawlParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::{Partition, PAGES};
 
@@ -23,7 +23,8 @@ pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
         _ => 0,
     };
     let backend = crate::crawl::resolve_backend(&cfg.stages.crawl, spec);
-    let job = Crawl { source: s.clone(), params: cfg.stages.crawl.clone(), backend, epoch };
+    let site = crate::crawl::Site::of(s).expect("a crawl source");
+    let job = Crawl { site, params: cfg.stages.crawl.clone(), backend, epoch };
     let pages = g.add(
         Node::new("crawl", Partition::new(PAGES, &[&s.service, &s.name]), job)
             .files(spec.serve.as_deref().map(served_files).unwrap_or_default()),
@@ -32,10 +33,10 @@ pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
     Ok(())
 }
 
-/// The source with its whole profile and every crawl setting: the crawl reads them all.
+/// The site, the part of its profile the crawl reads, and every crawl setting.
 #[derive(Serialize)]
 struct Crawl {
-    source: Source,
+    site: crate::crawl::Site,
     params: CrawlParams,
     backend: String,
     /// Which `max_age_hours` window this is: a remote site is fetched again in the next one.
@@ -44,7 +45,7 @@ struct Crawl {
 
 impl Job for Crawl {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (pages, note) = crate::crawl::crawl(&self.params, &self.source, &self.backend, cx)?;
+        let (pages, note) = crate::crawl::crawl(&self.params, &self.site, &self.backend, cx)?;
         cx.publish(&pages, Some(note))
     }
 }

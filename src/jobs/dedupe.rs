@@ -31,6 +31,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
 #[derive(Serialize)]
 struct Dedupe {
     service: String,
+    #[serde(skip)]
     inputs: Vec<Partition>,
     params: DedupeParams,
 }

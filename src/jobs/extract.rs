@@ -24,6 +24,7 @@ pub fn declare(s: &Source, pages: usize, g: &mut Graph) {
 #[derive(Serialize)]
 struct Extract {
     source: Source,
+    #[serde(skip)]
     pages: Partition,
     /// `code_blocks` rather than `pairs_raw`.
     blocks: bool,

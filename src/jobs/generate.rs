@@ -72,6 +72,7 @@ impl Asker {
 #[derive(Serialize)]
 struct Generate {
     ask: Asker,
+    #[serde(skip)]
     pairs: Partition,
     keep_leaks: bool,
 }

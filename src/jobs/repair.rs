@@ -129,9 +129,13 @@ struct Repair {
     /// The model whose outputs are repaired (its prompt is quoted).
     original: Model,
     round: u32,
+    #[serde(skip)]
     pairs: Partition,
+    #[serde(skip)]
     gens: Vec<Partition>,
+    #[serde(skip)]
     vals: Vec<Partition>,
+    #[serde(skip)]
     /// One lint partition per earlier round with lint feedback, else empty.
     lints: Vec<Partition>,
 }
@@ -178,8 +182,11 @@ struct Summary {
     service: String,
     model: String,
     repairer: String,
+    #[serde(skip)]
     gens: Vec<Partition>,
+    #[serde(skip)]
     vals: Vec<Partition>,
+    #[serde(skip)]
     lints: Vec<Partition>,
 }
 

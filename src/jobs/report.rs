@@ -44,9 +44,13 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
 
 #[derive(Serialize)]
 struct Report {
+    #[serde(skip)]
     inputs: Vec<Partition>,
+    #[serde(skip)]
     generations: Vec<Partition>,
+    #[serde(skip)]
     pairs: Vec<Partition>,
+    #[serde(skip)]
     stats: Partition,
     params: ReportParams,
     services: BTreeMap<String, String>,

@@ -27,7 +27,9 @@ pub fn add(g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {
 
 #[derive(Serialize)]
 struct Score {
+    #[serde(skip)]
     pairs: Partition,
+    #[serde(skip)]
     generations: Partition,
 }
 

@@ -66,6 +66,7 @@ impl StudyRows {
 
 #[derive(Serialize)]
 struct Stats {
+    #[serde(skip)]
     inputs: Vec<Partition>,
     params: StatsParams,
 }

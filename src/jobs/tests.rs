@@ -340,12 +340,13 @@ fn downstream(p: &Pipeline, seed: &dyn Fn(&crate::engine::Node) -> bool) -> BTre
     p.nodes.iter().zip(hit).filter(|(_, h)| *h).map(|(n, _)| n.part.id()).collect()
 }
 
-/// One partition as declared: its id, parameters and pinned inputs.
-type Declared = (String, Value, Vec<(String, String)>);
+/// One partition as declared: its id, parameters, pinned inputs and the partitions it reads.
+type Declared = (String, Value, Vec<(String, String)>, Vec<String>);
 
 /// What a study declares.
 fn declared(p: &Pipeline) -> Vec<Declared> {
-    p.nodes.iter().map(|n| (n.part.id(), n.params.clone(), n.pinned.clone())).collect()
+    let id = |i: &usize| p.nodes[*i].part.id();
+    p.nodes.iter().map(|n| (n.part.id(), n.params.clone(), n.pinned.clone(), n.deps.iter().map(id).collect())).collect()
 }
 
 fn declare(dir: &Path, doc: &toml::Value) -> Option<(Config, Pipeline)> {

@@ -41,6 +41,7 @@ pub fn add(g: &mut Graph, service: Service, gen: usize) -> Result<usize> {
 struct Validate {
     #[serde(serialize_with = "super::service_name")]
     service: Service,
+    #[serde(skip)]
     /// A pairs partition (`references`) or a generations partition.
     input: Partition,
     references: bool,

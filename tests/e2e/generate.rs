@@ -631,6 +631,18 @@ fn a_second_study_folder_asks_nothing_through_the_request_cache() {
     let c = run(&folder("c"), &[]);
     assert_eq!(asked.load(Ordering::SeqCst), 6, "the second study folder asked the server");
     assert!(c.iter().all(|r| r[0] == true && r[1] == 0 && r[2].as_f64() == Some(0.0)), "{c:?}");
+    // `cache stats`: three answers kept; the failing run missed 3, the second missed 3 and the
+    // third found all 3.
+    let cfg_c = root.path().join("c/pipeline.toml");
+    let out = doc2ci(&["cache", "stats", "--config", cfg_c.to_str().unwrap()])
+        .env("DOC2CI_REQUEST_CACHE", &cache)
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stats.contains("entries: 3\n") && stats.contains("hits: 3 (33.3% of lookups)") && stats.contains("misses: 6"),
+        "{stats}"
+    );
     let d = run(&folder("d"), &["--no-request-cache"]);
     assert_eq!(asked.load(Ordering::SeqCst), 9);
     assert!(d.iter().all(|r| r[1] == 1), "{d:?}");
@@ -653,24 +665,52 @@ fn a_budget_stops_generation_cleanly_and_a_larger_one_finishes_it() {
         )
     };
     let off = "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n";
-    let cfg = study(d, &docs, &model(1.2), off);
+    // Each request reserves its bound for any text, 1.21 to 1.38 here (prompt bytes + 48, and the cap).
+    let cfg = study(d, &docs, &model(2.0), off);
     let c = cfg.to_str().unwrap();
     let out = doc2ci(&["run", "--config", c]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the budget stops the run");
     assert!(
-        err.contains("budget reached") && err.contains("model `paid` spent") && err.contains("of max_cost 1.2000"),
+        err.contains("budget reached") && err.contains("model `paid` spent") && err.contains("of max_cost 2.0000"),
         "{err}"
     );
     assert!(err.contains("of 4 requests of this partition left to ask"), "{err}");
     let first = asked.load(Ordering::SeqCst);
-    assert!((1..4).contains(&first), "asked {first} of 4 within 1.2");
+    assert!((1..4).contains(&first), "asked {first} of 4 within 2.0");
     // Spent stays within the budget: each request was admitted on its upper-bound estimate.
-    assert!(first as f64 * 0.528 <= 1.2, "{first} answers cost more than the budget");
+    assert!(first as f64 * 0.528 <= 2.0, "{first} answers cost more than the budget");
     // A larger budget asks only what is left.
-    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap().replace("max_cost = 1.2", "max_cost = 100")).unwrap();
+    std::fs::write(&cfg, std::fs::read_to_string(&cfg).unwrap().replace("max_cost = 2", "max_cost = 100")).unwrap();
     run_ok(&["run", "--config", c]);
     assert_eq!(asked.load(Ordering::SeqCst), 4, "every request asked exactly once across the two runs");
     let rows = duck(&d.join("wh"), &format!("SELECT COUNT(*), SUM(cost) FROM {GENS} WHERE error IS NULL"));
     assert_eq!(rows[0][0], 4);
+}
+
+/// Issue 30: a server that reports no usage is charged each request's reservation (an upper bound
+/// for any text), so the budget still binds: before, such answers cost 0 and a budget never stopped.
+#[test]
+fn answers_without_usage_are_charged_their_bound_and_the_budget_holds() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (url, asked) = answering_server(std::sync::Arc::new(AtomicBool::new(false)), None, "on: push\njobs: {}\n");
+    let docs = small_docs(d, 4, None);
+    let model = format!(
+        "[[models]]\nname = \"paid\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\nmax_tokens = 64\n\
+         concurrency = 1\nretries = 0\nprice_per_1k_input = 1.0\nprice_per_1k_output = 2.0\nmax_cost = 1.6\n"
+    );
+    let off = "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n";
+    let cfg = study(d, &docs, &model, off);
+    let out = doc2ci(&["run", "--config", cfg.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("budget reached"), "{err}");
+    let n = asked.load(Ordering::SeqCst);
+    assert!((1..4).contains(&n), "asked {n} of 4");
+    // What the ledger charged: within the budget, and more than nothing.
+    let spent: f64 = err.split("model `paid` spent ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(spent > 0.0 && spent <= 1.6, "spent {spent}: {err}");
+    // Each answer was charged its whole bound: at least the cap's price (64 × 2 / 1000) each.
+    assert!(spent >= n as f64 * 0.128, "{spent} < {n} × the output cap's price");
 }

@@ -133,7 +133,9 @@ fn the_llm4ci_study_on_s3_survives_kill_9_mid_upload_and_reads_back_with_polars(
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let files = local(&wh);
-    let partial = s3.digests("study/");
+    let mut partial = s3.digests("study/");
+    // The manifest goes up before the first upload: what the mirror is about to write is its own.
+    assert!(partial.remove("study/_doc2ci/manifest.json").is_some(), "no manifest before the uploads");
     assert!(
         partial.len() >= 3 && partial.len() < files.len(),
         "killed mid-upload: {} of {}",
@@ -178,6 +180,10 @@ fn the_llm4ci_study_on_s3_survives_kill_9_mid_upload_and_reads_back_with_polars(
     assert!(err.contains("SignatureDoesNotMatch") || err.contains("403"), "{err}");
     assert!(!err.contains("not-the-secret"), "the secret is never echoed: {err}");
 
+    // Another study on a neighbouring prefix, and a note someone left inside this one: the mirror
+    // wrote neither, so it deletes neither.
+    s3.py("s3.put_object(Bucket='doc2ci', Key='study2/pairs/part-0.parquet', Body=b'theirs')\n\
+         s3.put_object(Bucket='doc2ci', Key='study/NOTES.md', Body=b'mine')\nprint('{}')");
     // A model dropped from the study: after gc, push removes its partitions from the bucket too.
     let text = std::fs::read_to_string(&cfg).unwrap();
     let drop = format!(
@@ -194,5 +200,20 @@ fn the_llm4ci_study_on_s3_survives_kill_9_mid_upload_and_reads_back_with_polars(
     let mut remote = s3.digests("study/");
     remote.remove("study/_doc2ci/manifest.json");
     assert!(!remote.keys().any(|k| k.contains("model=gpt-4o/")), "stale partitions left in the bucket");
+    assert!(remote.remove("study/NOTES.md").is_some(), "an object the mirror did not write was deleted");
     assert_eq!(remote, local(&wh));
+    assert_eq!(s3.digests("study2/").len(), 1, "the neighbouring study was touched");
+    // A fresh warehouse pointed at the populated mirror is refused before it deletes anything.
+    let fresh = tempfile::tempdir().unwrap();
+    let cfg2 = fresh.path().join("pipeline.toml");
+    std::fs::copy(&cfg, &cfg2).unwrap();
+    let mut cmd = doc2ci(&["run", "--config", cfg2.to_str().unwrap()]);
+    s3.env(&mut cmd, s3.secret());
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("mirror of another warehouse"), "{err}");
+    let mut after = s3.digests("study/");
+    after.remove("study/_doc2ci/manifest.json");
+    after.remove("study/NOTES.md");
+    assert_eq!(after, local(&wh), "the refused run changed the bucket");
 }

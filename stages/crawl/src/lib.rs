@@ -66,6 +66,30 @@ pub struct Profile {
     pub keep_hidden: Vec<String>,
 }
 
+/// What of a profile the crawl itself reads: which URLs are in scope and where to start. The rest
+/// (content root, selectors) is extraction's, so changing it re-extracts cached pages and never
+/// re-crawls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reach {
+    pub start_urls: Vec<String>,
+    pub allowed_prefixes: Vec<String>,
+    pub exclude_paths: Vec<String>,
+    pub keep_query: bool,
+    pub sitemap: bool,
+}
+
+impl Profile {
+    pub fn reach(&self) -> Reach {
+        Reach {
+            start_urls: self.start_urls.clone(),
+            allowed_prefixes: self.allowed_prefixes.clone(),
+            exclude_paths: self.exclude_paths.clone(),
+            keep_query: self.keep_query,
+            sitemap: self.sitemap,
+        }
+    }
+}
+
 pub fn default_prose_blocks() -> Vec<String> {
     ["p", "li", "dt", "dd"].map(String::from).to_vec()
 }
