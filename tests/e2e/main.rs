@@ -8,6 +8,7 @@ mod crash;
 mod crawl;
 mod engine;
 mod generate;
+mod hostile;
 mod quality;
 mod realdocs;
 mod remote;

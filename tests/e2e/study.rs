@@ -67,7 +67,7 @@ fn python(script: &str, args: &[&str]) -> serde_json::Value {
 
 /// `page` (with its URL fragment) as headless Chromium renders it, after its scripts ran; fails on
 /// any console error.
-fn render(page: &Path, fragment: &str) -> String {
+pub(crate) fn render(page: &Path, fragment: &str) -> String {
     let chrome = Command::new("chromium")
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
         .args(["--virtual-time-budget=5000", "--dump-dom"])
