@@ -104,13 +104,29 @@ pub struct CrawlSource {
     /// content stands in the crawl's key, not where the folder lies.
     #[serde(skip)]
     pub serve: Option<PathBuf>,
-    /// Or the origin of a documentation site (`https://docs.example.com`).
+    /// Or the origin of a documentation site (`https://docs.example.com`), never with credentials.
     pub url: Option<String>,
+    /// The credentials the URL was written with: sent to the site, never stored or shown.
+    #[serde(skip)]
+    pub auth: Option<Credentials>,
     pub backend: String,
 }
 
 /// The description fields feed only the `models` table (whose job holds them as rows): changing
 /// a model's family re-asks nothing.
+/// A site's user and password: Debug never shows them.
+#[derive(Clone, PartialEq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(not shown)")
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
     pub name: String,

@@ -181,8 +181,11 @@ fn crawl_source(
             (Some(full), None)
         }
         (None, Some(u)) => match url::Url::parse(u.get_ref()) {
-            Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => (None, Some(u.get_ref().clone())),
-            _ => return cx.err(u.span(), "sources.url", format!("`{}` is not an http(s) URL", u.get_ref())),
+            Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() => (None, Some(p)),
+            _ => {
+                let shown = doc2ci_llm::redact_url(u.get_ref());
+                return cx.err(u.span(), "sources.url", format!("`{shown}` is not an http(s) URL"));
+            }
         },
         (Some(_), Some(u)) => return cx.err(u.span(), "sources.url", "give `serve` or `url`, not both"),
         (None, None) => {
@@ -212,11 +215,53 @@ fn crawl_source(
     if let Err(m) = check_name("source name", &name) {
         return cx.err(name_span, "sources.name", m);
     }
+    // Credentials in the URL go to the site in an Authorization header, and nowhere else: every
+    // URL doc2ci stores, prints or exports is the site's without them.
+    let (url, auth) = match url {
+        Some(mut u) => {
+            let auth = (!u.username().is_empty() || u.password().is_some()).then(|| super::Credentials {
+                user: percent_decoded(u.username()),
+                password: u.password().map(percent_decoded),
+            });
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            (Some(u.to_string()), auth)
+        }
+        None => (None, None),
+    };
     Ok(Source {
         name,
         service,
-        kind: SourceKind::Crawl(CrawlSource { profile_name: pname.get_ref().clone(), profile, serve, url, backend }),
+        kind: SourceKind::Crawl(CrawlSource {
+            profile_name: pname.get_ref().clone(),
+            profile,
+            serve,
+            url,
+            auth,
+            backend,
+        }),
     })
+}
+
+/// `%XX` escapes of a URL's user or password decoded (a `+` stays a `+`).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
+    while i < b.len() {
+        let hex =
+            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A source's profile: a `[profiles.NAME]` table (with `base = "<built-in>"` it starts from that

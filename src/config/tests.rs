@@ -249,3 +249,26 @@ fn req(text: &str) -> doc2ci_llm::Request {
         extra: Default::default(),
     }
 }
+
+/// Issue 31: credentials written into a source's URL reach the site, and nothing else.
+#[test]
+fn credentials_in_a_source_url_are_kept_apart() {
+    let c = parse(
+        "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"travis-ci\"\ndisplay = \"T\"\n[[sources]]\nkind = \"crawl\"\n\
+         service = \"travis-ci\"\nprofile = \"travis-docs\"\nurl = \"https://bob:s%40cret+1@docs.example.com/\"\n",
+    )
+    .unwrap();
+    let spec = c.sources[0].crawl().unwrap();
+    assert_eq!(spec.url.as_deref(), Some("https://docs.example.com/"));
+    let auth = spec.auth.clone().unwrap();
+    assert_eq!((auth.user.as_str(), auth.password.as_deref()), ("bob", Some("s@cret+1")));
+    let shown = format!("{:?} {}", c.sources[0], serde_json::to_string(&c.sources[0]).unwrap());
+    assert!(!shown.contains("cret") && !shown.contains("bob"), "{shown}");
+    let e = parse(
+        "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"travis-ci\"\ndisplay = \"T\"\n[[sources]]\nkind = \"crawl\"\n\
+         service = \"travis-ci\"\nprofile = \"travis-docs\"\nurl = \"ftp://bob:hunter2@docs.example.com/\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains("hunter2"), "{e}");
+}

@@ -90,10 +90,15 @@ fn secs(p: &CrawlParams) -> Duration {
 pub struct Http {
     client: reqwest::Client,
     params: CrawlParams,
+    /// The site's credentials (from its URL), sent with every request to it.
+    auth: Option<crate::config::Credentials>,
 }
 
+/// The most of a robots.txt read (Google reads 500 KiB).
+const MAX_ROBOTS_BYTES: usize = 500 << 10;
+
 impl Http {
-    pub fn new(params: &CrawlParams, scope: &Scope) -> Result<Http> {
+    pub fn new(params: &CrawlParams, scope: &Scope, auth: Option<&crate::config::Credentials>) -> Result<Http> {
         let max = params.max_redirects;
         let scope2 = scope.clone();
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
@@ -113,13 +118,23 @@ impl Http {
             .connect_timeout(secs(params))
             .redirect(policy)
             .build()?;
-        Ok(Http { client, params: params.clone() })
+        Ok(Http { client, params: params.clone(), auth: auth.cloned() })
+    }
+
+    /// A request to the site, with its credentials when it has some (a redirect leaves the
+    /// site's scope only as an error, and reqwest drops the header on a cross-origin hop anyway).
+    fn request(&self, method: reqwest::Method, url: &Url) -> reqwest::RequestBuilder {
+        let rq = self.client.request(method, url.clone());
+        match &self.auth {
+            Some(a) => rq.basic_auth(&a.user, a.password.as_ref()),
+            None => rq,
+        }
     }
 
     /// A page's validators from a HEAD request: what a later crawl sends to be told 304 Not
     /// Modified (the browser does not expose response headers to the page).
     pub async fn validators(&self, url: &Url) -> Validators {
-        match self.client.head(url.clone()).send().await {
+        match self.request(reqwest::Method::HEAD, url).send().await {
             Ok(r) if r.status().is_success() => {
                 let h = |k| {
                     r.headers().get(k).and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok()).map(str::to_string)
@@ -132,7 +147,7 @@ impl Http {
 
     /// A small text resource (sitemap.xml), or None when it is absent or too large.
     pub async fn text(&self, url: &Url) -> Option<String> {
-        let r = self.client.get(url.clone()).send().await.ok()?;
+        let r = self.request(reqwest::Method::GET, url).send().await.ok()?;
         if !r.status().is_success() || r.content_length().is_some_and(|l| l > self.params.max_page_bytes) {
             return None;
         }
@@ -143,11 +158,19 @@ impl Http {
     /// robots.txt of the origin; absent or unreadable means everything is allowed.
     pub async fn robots(&self, origin: &Url) -> doc2ci_crawl::Robots {
         let Ok(u) = origin.join("/robots.txt") else { return doc2ci_crawl::Robots::allow_all() };
-        match self.client.get(u).send().await {
-            Ok(r) if r.status().is_success() => match r.text().await {
-                Ok(t) => doc2ci_crawl::Robots::parse(&t),
-                Err(_) => doc2ci_crawl::Robots::allow_all(),
-            },
+        match self.request(reqwest::Method::GET, &u).send().await {
+            Ok(mut r) if r.status().is_success() => {
+                // Read up to the cap; what lies beyond it is not obeyed (as Google does).
+                let mut buf = Vec::new();
+                while let Ok(Some(c)) = r.chunk().await {
+                    buf.extend_from_slice(&c);
+                    if buf.len() >= MAX_ROBOTS_BYTES {
+                        buf.truncate(MAX_ROBOTS_BYTES);
+                        break;
+                    }
+                }
+                doc2ci_crawl::Robots::parse(&String::from_utf8_lossy(&buf))
+            }
             _ => doc2ci_crawl::Robots::allow_all(),
         }
     }
@@ -188,7 +211,7 @@ impl Http {
         t0: Instant,
         validators: Option<&Validators>,
     ) -> std::result::Result<Fetched, Retry> {
-        let mut rq = self.client.get(url.clone());
+        let mut rq = self.request(reqwest::Method::GET, url);
         if let Some(v) = validators {
             if let Some(e) = &v.etag {
                 rq = rq.header(reqwest::header::IF_NONE_MATCH, e);
@@ -343,9 +366,18 @@ async fn driver_port(child: &mut tokio::process::Child, exe: &std::path::Path) -
 }
 
 /// Starts chromedriver on a port the OS picks, bound to die with this process.
-async fn spawn_driver(params: &CrawlParams) -> Result<(tokio::process::Child, String)> {
+async fn spawn_driver(params: &CrawlParams, home: &std::path::Path) -> Result<(tokio::process::Child, String)> {
     let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
     let mut cmd = tokio::process::Command::new(&exe);
+    // Untrusted pages run in the browser: it sees none of the user's environment (API keys,
+    // cloud credentials), only what it needs to start, with a home of its own.
+    std::fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
+    cmd.env_clear().env("HOME", home);
+    for keep in BROWSER_ENV {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
     // The OS picks the port (no bind-close-reuse race); chromedriver prints it.
     cmd.arg("--port=0")
         .arg("--allowed-ips=127.0.0.1")
@@ -392,9 +424,28 @@ pub fn reap_orphans(dir: &std::path::Path) -> usize {
     n
 }
 
+/// What of the environment the browser keeps: how to find programs and fonts, the locale, and the
+/// crash harness's mark on the processes it starts.
+const BROWSER_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "DOC2CI_CRASH_HARNESS"];
+
+/// Whether Chromium's own sandbox can run here: not as root (Chromium refuses it), and only with
+/// unprivileged user namespaces. When it cannot, the crawler says so once.
+pub fn browser_sandbox() -> Result<(), &'static str> {
+    if unsafe { libc::geteuid() } == 0 {
+        return Err("running as root, where Chromium refuses its sandbox");
+    }
+    let userns =
+        std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone").map_or(true, |v| v.trim() == "1");
+    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").map_or(true, |v| v.trim() != "0");
+    if userns && max {
+        Ok(())
+    } else {
+        Err("unprivileged user namespaces are off in this kernel")
+    }
+}
+
 const CHROMIUM_FLAGS: &[&str] = &[
     "--headless",
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
@@ -410,7 +461,7 @@ impl Browser {
         let (driver, webdriver_url) = match &params.webdriver {
             Some(u) => (None, u.clone()),
             None => {
-                let (child, url) = spawn_driver(params).await?;
+                let (child, url) = spawn_driver(params, &scratch.with_extension("home")).await?;
                 (Some(child), url)
             }
         };
@@ -457,6 +508,9 @@ impl Browser {
         let _ = std::fs::remove_dir_all(&self.profile_dir);
         std::fs::create_dir_all(&self.profile_dir)?;
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+        if browser_sandbox().is_err() {
+            args.push("--no-sandbox".into());
+        }
         args.push(format!("--user-data-dir={}", self.profile_dir.display()));
         args.push(format!("--user-agent={}", self.params.user_agent));
         let mut opts = json!({ "args": args });
@@ -503,7 +557,7 @@ impl Browser {
             let _ = d.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), d.wait()).await;
         }
-        let (child, url) = spawn_driver(&self.params).await?;
+        let (child, url) = spawn_driver(&self.params, &self.profile_dir.with_extension("home")).await?;
         self.driver = Some(child);
         self.webdriver_url = url;
         Ok(())

@@ -110,6 +110,9 @@ pub struct Site {
     #[serde(skip)]
     pub serve: Option<std::path::PathBuf>,
     pub url: Option<String>,
+    /// Sent to the site by the `http` backend only; never stored or shown.
+    #[serde(skip)]
+    pub auth: Option<crate::config::Credentials>,
     pub reach: doc2ci_crawl::Reach,
 }
 
@@ -121,6 +124,7 @@ impl Site {
             service: src.service.clone(),
             serve: spec.serve.clone(),
             url: spec.url.clone(),
+            auth: spec.auth.clone(),
             reach: spec.profile.reach(),
         })
     }
@@ -159,6 +163,7 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
             exclude: vec![],
             robots: doc2ci_crawl::Robots::allow_all(),
         },
+        site.auth.as_ref(),
     )?;
     let robots = robots_client.robots(&origin).await;
     let scope = Scope {
@@ -167,7 +172,7 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
         exclude: profile.exclude_paths.clone(),
         robots,
     };
-    let http = Http::new(p, &scope)?;
+    let http = Http::new(p, &scope, site.auth.as_ref())?;
 
     // The previous crawl of this partition: pages of a remote site younger than max_age are reused
     // as they are; the others with validators are asked again conditionally (a 304 transfers nothing).
@@ -252,6 +257,11 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
             ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", label));
         }
         let scratch = wh.meta().join("browser").join(crate::warehouse::unique());
+        if let Err(why) = fetch::browser_sandbox() {
+            ui.info(&format!(
+                "{label}: Chromium runs without its sandbox ({why}); pages see no credentials of this environment"
+            ));
+        }
         browser = Some(Browser::start(p, scratch).await?);
     }
     let concurrency = if browser.is_some() { 1 } else { p.concurrency };
@@ -270,6 +280,10 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
     let (mut not_modified, mut transferred) = (0usize, 0u64);
     let mut inflight: VecDeque<(Url, u32, Job)> = VecDeque::new();
     let (mut too_deep, mut from_cache) = (0usize, 0usize);
+    // URLs pages ended at (redirects, meta refresh): fetched already, skipped when they come up.
+    let mut landed_at: HashSet<String> = HashSet::new();
+    let frontier_cap = p.max_pages.saturating_mul(50).max(10_000);
+    let mut beyond_frontier = 0usize;
     let t0 = Instant::now();
     let result: Result<()> = async {
         loop {
@@ -289,6 +303,9 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
                     continue;
                 }
                 let (u, depth) = queue.pop_front().expect("checked non-empty");
+                if landed_at.contains(&shown(&u, served)) {
+                    continue;
+                }
                 if depth > p.max_depth {
                     too_deep += 1;
                     continue;
@@ -370,6 +387,12 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
                         continue;
                     }
                     let s = shown(&l, served);
+                    // A bounded frontier: a page of a million links (or a site that makes them up)
+                    // cannot grow memory without end; what was left out is counted.
+                    if seen.len() >= frontier_cap && !seen.contains(&s) {
+                        beyond_frontier += 1;
+                        continue;
+                    }
                     if seen.insert(s.clone()) {
                         links.push(s);
                         queue.push_back((l, depth + 1));
@@ -402,7 +425,7 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
             transferred += f.transferred;
             // The browser may end elsewhere (meta refresh): never fetch that URL again either.
             seen.insert(final_shown.clone());
-            queue.retain(|(q, _)| shown(q, served) != final_shown);
+            landed_at.insert(final_shown.clone());
             let page = Page {
                 service: site.service.clone(),
                 source: site.source.clone(),
@@ -455,6 +478,9 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
     note.push_str(&format!(", {transferred} bytes transferred"));
     if !queue.is_empty() {
         note.push_str(&format!("; stopped at max_pages = {} with {} URLs not fetched", p.max_pages, queue.len()));
+    }
+    if beyond_frontier > 0 {
+        note.push_str(&format!("; {beyond_frontier} links not queued: the frontier holds at most {frontier_cap} URLs"));
     }
     if too_deep > 0 {
         note.push_str(&format!("; {too_deep} URLs beyond max_depth = {}", p.max_depth));

@@ -208,7 +208,9 @@ fn file(w: &mut TcpStream, root: &Path, path: &str, head: bool, if_none_match: O
     respond(w, "200 OK", ctype, &body, &format!("ETag: {etag}\r\n"), head)
 }
 
-/// URL path → a file under root; `..`, hidden files and folders without an index are refused.
+/// URL path → a regular file under root; `..`, hidden files, folders without an index, and
+/// anything a symbolic link leads out of the root to (a checkout's link to `~/.aws/credentials`,
+/// `/dev/zero`) are refused. `root` is canonical.
 fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
     let decoded = percent_decode(path);
     let mut p = root.to_path_buf();
@@ -222,8 +224,13 @@ fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
     if p.is_dir() {
         p.push("index.html");
     }
-    p.is_file().then_some(p)
+    let real = p.canonicalize().ok()?;
+    (real.starts_with(root) && std::fs::metadata(&real).is_ok_and(|m| m.is_file() && m.len() <= MAX_FILE))
+        .then_some(real)
 }
+
+/// Larger files are not served (the crawler would not keep them either).
+const MAX_FILE: u64 = 256 << 20;
 
 fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
@@ -241,4 +248,29 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+    use std::os::unix::fs::symlink;
+
+    /// Issue 31: the loopback server never serves what a link leads to outside its folder.
+    #[test]
+    fn links_out_of_the_served_folder_are_not_served() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        std::fs::write(site.join("index.html"), "ok").unwrap();
+        std::fs::write(tmp.path().join("credentials"), "secret").unwrap();
+        symlink(tmp.path().join("credentials"), site.join("creds.html")).unwrap();
+        symlink("/dev/zero", site.join("zero.html")).unwrap();
+        symlink(site.join("index.html"), site.join("alias.html")).unwrap();
+        let root = site.canonicalize().unwrap();
+        assert!(resolve(&root, "/index.html").is_some());
+        assert!(resolve(&root, "/alias.html").is_some(), "a link that stays inside is served");
+        assert_eq!(resolve(&root, "/creds.html"), None);
+        assert_eq!(resolve(&root, "/zero.html"), None);
+        assert_eq!(resolve(&root, "/%2e%2e/credentials"), None);
+    }
 }
