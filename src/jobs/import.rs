@@ -117,16 +117,16 @@ impl ImportOutputs {
     /// An OpenAI Batch output file (or several concatenated, output and error files alike):
     /// each line's `custom_id` names its pair, sample and round as `export requests` wrote it.
     fn batch_results(&self, cx: &Ctx, pairs: &[Pair]) -> Result<Output> {
-        use std::io::BufRead;
         let m = &self.file;
         let name = m.path.display().to_string();
         let known: std::collections::HashSet<&str> = pairs.iter().map(|p| p.pair_id.as_str()).collect();
         let mut seen: std::collections::HashMap<(String, u32, u32), usize> = Default::default();
         let who = format!("model `{}` (batch results {name})", self.name);
         let (mut rows, mut skipped, mut first_bad) = (Vec::new(), 0usize, None);
-        for (i, line) in BufReader::new(open_input(&m.path)?).lines().enumerate() {
-            let n = i + 1;
-            let line = line.with_context(|| format!("{name}:{n}: cannot read the line (not UTF-8?)"))?;
+        let lines = doc2ci_import::lines_bounded(BufReader::new(open_input(&m.path)?), doc2ci_import::MAX_RECORD_BYTES);
+        for (n, line) in lines {
+            let n = n as usize;
+            let line = line.map_err(|e| anyhow!("{name}:{n}: {e}"))?;
             if line.trim().is_empty() {
                 continue;
             }
@@ -249,25 +249,58 @@ fn records(path: &Path, format: &str) -> Result<Records> {
         }
         "jsonl" => Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(path)?)))),
         "benchmark" => {
-            crate::release::verify(path)?;
-            let f = path.join(crate::release::PAIRS_JSONL);
-            Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(&f)?))))
+            let bytes = crate::release::verified_pairs(path)?;
+            Ok(Box::new(doc2ci_import::jsonl_records(std::io::Cursor::new(bytes))))
         }
         "parquet" => Ok(Box::new(parquet_records(path)?.into_iter().map(Ok))),
         other => bail!("{name}: unknown format `{other}`"),
     }
 }
 
-/// Opens a file, decompressing gzip when its magic bytes say so (whatever its name).
+/// Opens a file, decompressing gzip when its magic bytes say so (whatever its name), with a
+/// decompression-ratio limit: deflate reaches ~1,000:1 only on crafted input (a gzip bomb), real
+/// CSV and JSON Lines stay far below [`MAX_RATIO`].
 pub fn open_input(path: &Path) -> Result<Box<dyn Read>> {
     let mut f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut magic = [0u8; 2];
     let n = f.read(&mut magic)?;
+    let compressed = f.metadata()?.len();
     let f = File::open(path)?;
     if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))))
+        let limit = compressed.saturating_mul(MAX_RATIO).saturating_add(RATIO_GRACE);
+        let gz = flate2::read::MultiGzDecoder::new(BufReader::new(f));
+        Ok(Box::new(BufReader::new(Capped { inner: gz, left: limit, path: path.to_path_buf(), compressed })))
     } else {
         Ok(Box::new(BufReader::new(f)))
+    }
+}
+
+/// Decompressed bytes allowed per compressed byte, beyond [`RATIO_GRACE`].
+const MAX_RATIO: u64 = 100;
+const RATIO_GRACE: u64 = 64 << 20;
+
+/// A reader that fails once more than `left` bytes came out of it.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+    path: PathBuf,
+    compressed: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{}: decompresses to more than {MAX_RATIO} times its {} bytes: not read further (a gzip bomb?)",
+                    self.path.display(),
+                    self.compressed
+                ),
+            )
+        })?;
+        Ok(n)
     }
 }
 
@@ -294,4 +327,35 @@ fn parquet_records(path: &Path) -> Result<Vec<Record>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_input;
+    use std::io::{Read, Write};
+
+    /// Issue 31: a gzip bomb stops at the decompression-ratio limit, with the file named, instead of
+    /// filling memory or disk.
+    #[test]
+    fn a_gzip_bomb_stops_at_the_ratio_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pairs.csv.gz");
+        let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..256 {
+            gz.write_all(&zeros).unwrap();
+        }
+        gz.finish().unwrap();
+        let mut sink = [0u8; 1 << 16];
+        let (mut r, mut read) = (open_input(&path).unwrap(), 0u64);
+        let e = loop {
+            match r.read(&mut sink) {
+                Ok(0) => panic!("a 256 MiB bomb of {} bytes was read whole", std::fs::metadata(&path).unwrap().len()),
+                Ok(n) => read += n as u64,
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(e.contains("pairs.csv.gz") && e.contains("gzip bomb"), "{e}");
+        assert!(read < 128 << 20, "read {read} bytes before stopping");
+    }
 }

@@ -122,6 +122,9 @@ struct LineIndex {
     /// Offsets of the `\n`s not yet passed by a lookup (lookups come in increasing order).
     ahead: std::collections::VecDeque<u64>,
     passed: u64,
+    /// Bytes read since the last record was handed out: one record may not hold more than
+    /// [`MAX_RECORD_BYTES`] (the csv reader would buffer it whole).
+    since_record: u64,
 }
 
 impl LineIndex {
@@ -138,8 +141,15 @@ impl LineIndex {
 
 impl<R: Read> Read for LineFeeds<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
         let mut f = self.feeds.borrow_mut();
+        if f.since_record > MAX_RECORD_BYTES as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a record longer than {} MiB (after line {})", MAX_RECORD_BYTES >> 20, f.passed + 1),
+            ));
+        }
+        let n = self.inner.read(buf)?;
+        f.since_record += n as u64;
         for (i, b) in buf[..n].iter().enumerate() {
             if *b == b'\n' {
                 f.ahead.push_back(self.offset + i as u64);
@@ -167,6 +177,7 @@ pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Rec
             ImportError::at(line, format!("malformed CSV: {}", csv_error_text(&e)))
         })?;
         let line = rec.position().map_or(0, |p| feeds.borrow_mut().line(p.byte()));
+        feeds.borrow_mut().since_record = 0;
         let fields = headers.iter().cloned().zip(rec.iter().map(|v| Some(v.to_string()))).collect();
         Ok(Record { line, fields })
     }))
@@ -182,13 +193,61 @@ fn csv_error_text(e: &csv::Error) -> String {
     }
 }
 
+/// The most one record (a CSV record, a JSON line) may hold: every field at the cell limit. It is
+/// refused before it is buffered whole, so a hostile file costs this much memory at most.
+pub const MAX_RECORD_BYTES: usize = 4 * MAX_CELL_BYTES;
+
+/// The lines of `reader` (without their `\n`), numbered from 1; a line over `max` bytes is an
+/// error naming its length, read and dropped without being held.
+pub fn lines_bounded<R: BufRead>(mut reader: R, max: usize) -> impl Iterator<Item = (u64, Result<String, String>)> {
+    let mut n = 0u64;
+    std::iter::from_fn(move || {
+        let (mut line, mut len, mut ended) = (Vec::new(), 0usize, false);
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) => return Some((n + 1, Err(format!("cannot read line: {e}")))),
+            };
+            if buf.is_empty() {
+                break;
+            }
+            let (take, nl) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (i, true),
+                None => (buf.len(), false),
+            };
+            if len + take <= max {
+                line.extend_from_slice(&buf[..take]);
+            }
+            len += take;
+            reader.consume(take + usize::from(nl));
+            if nl {
+                ended = true;
+                break;
+            }
+        }
+        if len == 0 && !ended {
+            return None;
+        }
+        n += 1;
+        if len > max {
+            return Some((
+                n,
+                Err(format!("the line is {} MiB, over the {} MiB a record may hold", len >> 20, max >> 20)),
+            ));
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        Some((n, String::from_utf8(line).map_err(|_| "cannot read line: not UTF-8".to_string())))
+    })
+}
+
 /// Reads JSON Lines: one object per line; blank lines are allowed.
 pub fn jsonl_records<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Record, ImportError>> {
-    reader.lines().enumerate().filter_map(|(i, line)| {
-        let n = i as u64 + 1;
+    lines_bounded(reader, MAX_RECORD_BYTES).filter_map(|(n, line)| {
         let line = match line {
             Ok(l) => l,
-            Err(e) => return Some(Err(ImportError::at(n, format!("cannot read line: {e}")))),
+            Err(e) => return Some(Err(ImportError::at(n, e))),
         };
         if line.trim().is_empty() {
             return None;
@@ -505,5 +564,32 @@ mod tests {
         let o = to_output(&recs[0], &ColumnMap::llm4ci()).unwrap();
         assert_eq!(o.latency_ms, Some(1500.0));
         assert_eq!(to_output(&recs[1], &ColumnMap::llm4ci()).unwrap().latency_ms, None);
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+
+    /// Issue 31: a record is refused before it is held whole: a line or CSV record over the limit
+    /// costs its length in reading, not in memory, and names where it is.
+    #[test]
+    fn long_lines_and_records_are_refused_before_they_are_buffered() {
+        let text = format!("short\n{}\nlast\r\n", "x".repeat(100));
+        let got: Vec<(u64, Result<String, String>)> = lines_bounded(text.as_bytes(), 50).collect();
+        assert_eq!(got[0], (1, Ok("short".into())));
+        assert!(got[1].1.as_ref().unwrap_err().contains("over the 0 MiB"), "{got:?}");
+        assert_eq!(got[2], (3, Ok("last".into())));
+        assert_eq!(got.len(), 3);
+        // A JSON line longer than a record may be.
+        let big =
+            format!("{{\"id\": \"1\", \"reference\": \"{}\"}}\n{{\"id\": \"2\"}}\n", "y".repeat(MAX_RECORD_BYTES));
+        let recs: Vec<Result<Record, ImportError>> = jsonl_records(big.as_bytes()).collect();
+        assert_eq!(recs[0].as_ref().unwrap_err().line, 1);
+        assert_eq!(recs[1].as_ref().unwrap().fields["id"].as_deref(), Some("2"));
+        // A CSV record (a quoted field over many lines) longer than a record may be.
+        let csv = format!("ID,Code\n1,\"{}\"\n", "z\n".repeat(MAX_RECORD_BYTES));
+        let e = csv_records(csv.as_bytes()).unwrap().find_map(|r| r.err()).expect("refused");
+        assert!(e.message.contains("longer than 32 MiB"), "{e}");
     }
 }
