@@ -35,14 +35,18 @@ impl Scratch {
     pub fn new(tag: &str) -> Result<Scratch> {
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(sweep);
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("doc2ci-lint-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-        Ok(Scratch(dir))
+        // mkdtemp: a fresh folder of an unpredictable name, made 0700 by the call itself, so a
+        // folder (or link) someone prepared in /tmp is never used.
+        let template = std::env::temp_dir().join(format!("doc2ci-lint-{tag}-{}-XXXXXX", std::process::id()));
+        let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())?.into_bytes_with_nul();
+        // SAFETY: a NUL-terminated, writable template that mkdtemp fills in place.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("creating {}", template.display()));
+        }
+        bytes.pop();
+        use std::os::unix::ffi::OsStringExt;
+        Ok(Scratch(PathBuf::from(std::ffi::OsString::from_vec(bytes))))
     }
 }
 
@@ -103,6 +107,9 @@ pub fn netns() -> bool {
 pub const MAX_OUTPUT: usize = 16 << 20;
 
 /// Runs `program args` in `dir` with `stdin`, offline when the machine allows it.
+/// The writable memory a lint tool may use.
+const TOOL_MEMORY: libc::rlim_t = 3 << 30;
+
 pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, timeout: Duration) -> Result<Ran> {
     let mut cmd = if netns() {
         let p = netns_prefix();
@@ -129,6 +136,10 @@ pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, 
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // Heap and other writable memory capped: a hostile text cannot make a tool take the
+            // machine's memory (address-space reservations, which WebAssembly makes, do not count).
+            let cap = libc::rlimit { rlim_cur: TOOL_MEMORY, rlim_max: TOOL_MEMORY };
+            libc::setrlimit(libc::RLIMIT_DATA, &cap);
             Ok(())
         });
     }

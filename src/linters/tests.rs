@@ -183,3 +183,27 @@ fn completed_real_references_get_no_finding_from_their_wrapper() {
     );
     assert!(wrapped.len() * 4 >= fragments * 3, "at least three quarters of the real fragments complete");
 }
+
+/// Issue 31: scratch folders are made by mkdtemp (unpredictable, 0700, never one someone prepared),
+/// and a tool's writable memory is capped.
+#[test]
+fn scratch_folders_are_fresh_and_tools_have_a_memory_cap() {
+    use std::os::unix::fs::PermissionsExt;
+    let (a, b) = (sandbox::Scratch::new("t").unwrap(), sandbox::Scratch::new("t").unwrap());
+    assert_ne!(a.0, b.0);
+    for s in [&a, &b] {
+        let m = std::fs::symlink_metadata(&s.0).unwrap();
+        assert!(m.is_dir() && m.permissions().mode() & 0o777 == 0o700, "{}", s.0.display());
+    }
+    let python = std::path::Path::new("/usr/bin/python3");
+    let ran = sandbox::run(
+        python,
+        &["-c".into(), "b = bytearray(4 << 30); print(len(b))".into()],
+        &a.0,
+        None,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(!ran.status.is_some_and(|s| s.success()), "4 GiB were allocated: {}", ran.stdout);
+    assert!(ran.stderr.contains("MemoryError"), "{}", ran.stderr);
+}
