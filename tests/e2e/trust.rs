@@ -198,3 +198,43 @@ fn gitlab_prose_and_comment_answers_are_never_lint_clean() {
     let summary = run_ok(&["sql", "--config", cfg.to_str().unwrap(), "--format", "csv", q]);
     assert!(summary.contains("25.0,25.0"), "{summary}");
 }
+
+/// Every file under `d`, counted.
+fn count_files(d: &Path) -> usize {
+    files(d).len()
+}
+
+/// Issue 30: `gc` removes the checkpoint of a killed run whose key has moved on (a setting changed
+/// since): no later run would resume it.
+#[test]
+fn gc_drops_checkpoints_of_superseded_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), &MODELS[..1], "\n[stages.import]\nbatch_size = 100\n");
+    let c = cfg.to_str().unwrap();
+    let mut child = doc2ci(&["run", "--config", c])
+        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ck = dir.path().join("wh/_doc2ci/checkpoints/pairs_raw~service=github-actions~source=docs");
+    let t0 = std::time::Instant::now();
+    while count_files(&ck) < 3 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(count_files(&ck) >= 3, "killed before any checkpoint");
+    // Unchanged, the checkpoint is what the next run resumes: gc keeps it.
+    run_ok(&["gc", "--config", c]);
+    assert!(count_files(&ck) >= 3, "gc removed a checkpoint the next run would resume");
+    // The source's setting changes its key: that checkpoint can never be resumed.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replacen("service = \"github-actions\"\n", "service = \"github-actions\"\nskip_bad_rows = true\n", 1),
+    )
+    .unwrap();
+    run_ok(&["gc", "--config", c]);
+    assert_eq!(count_files(&ck), 0, "a superseded checkpoint was kept");
+}
