@@ -20,6 +20,9 @@ load raises, `!` when the dump raises.
 Usage: validity_peer.py OUT.tsv [DATA_DIR]   (DATA_DIR defaults to ../shared/data/llm4ci
 beside the repository).
 
+       validity_peer.py --canon IN.jsonl OUT.txt
+           the canonical JSON of each {"text": ...} as above, unhashed (hex of its UTF-8), a line each.
+
        validity_peer.py --cases IN.jsonl OUT.tsv
            judges crafted cases, one JSON object per line {"service": ..., "text": ...} with
            doc2ci's service names (github-actions, circleci, gitlab-ci, travis-ci); writes
@@ -141,9 +144,35 @@ def cases(inp, out):
             f.write(line.replace("\n", " ") + "\n")
 
 
+def canon_dumps(inp, out):
+    """`--canon IN.jsonl OUT.txt`: for each {"text": ...} a line holding the dumped JSON of the safe
+    load as hex of its UTF-8 bytes (lone surrogates kept), or "-" when the load raises, "!" when
+    the dump does (the YAML loader's differential fuzz)."""
+    import ruamel.yaml
+
+    with open(inp, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as o:
+        for line in f:
+            text = json.loads(line)["text"]
+            try:
+                # A loader per text: one that raised may be left in a state that fails the next.
+                value = ruamel.yaml.YAML(typ="safe", pure=True).load(text)
+            except Exception:  # noqa: BLE001 - any load failure
+                r = "-"
+            else:
+                try:
+                    d = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+                    r = d.encode("utf-8", "surrogatepass").hex()
+                except Exception:  # noqa: BLE001 - any dump failure
+                    r = "!"
+            o.write(r + "\n")
+
+
 def main():
     if sys.argv[1] == "--cases":
         cases(sys.argv[2], sys.argv[3])
+        return
+    if sys.argv[1] == "--canon":
+        canon_dumps(sys.argv[2], sys.argv[3])
         return
     out = sys.argv[1]
     here = os.path.dirname(os.path.abspath(__file__))

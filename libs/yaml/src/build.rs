@@ -472,13 +472,17 @@ impl Builder<'_> {
                     ));
                 }
             };
+            // ruamel merges nothing when every merged mapping is empty (`<<: {}`, `<<: []`): the
+            // mapping's own keys are then checked for duplicates as in any mapping (found by the
+            // differential fuzz test); otherwise they override merged keys and each other.
+            let dup_is_error = role != Role::MergeSource && sources.iter().all(|m| m.entries.is_empty());
             for source in sources {
                 for (k, v) in source.entries {
                     upsert(k, v, merge_at, false)?;
                 }
             }
             for e in entries {
-                upsert(e.key, e.value, e.at, false)?;
+                upsert(e.key, e.value, e.at, dup_is_error)?;
             }
         } else {
             let dup_is_error = role != Role::MergeSource;

@@ -32,6 +32,19 @@
 //! document open is an error, as in ruamel (saphyr skips it). One case met in real
 //! documentation (CircleCI's) still differs: a flow mapping of a block mapping's value whose
 //! closing `}` sits at column 0 is rejected here and loaded by ruamel.
+//!
+//! The differential fuzz test (`tests/fuzz_ruamel.rs`, generated and mutated CI-like documents
+//! against ruamel) names every kind of difference it meets, each with the texts it covers; beyond
+//! the ones above, all on malformed or unusual input: a quoted scalar continued over lines at an
+//! indentation saphyr refuses (ruamel accepts any); surrogate escapes (`"\ud83d"`: ruamel keeps
+//! lone surrogates, doc2ci refuses them); a comment with no space after a closing quote or bracket
+//! (`"x"#`, ruamel takes it as a comment); `:` just before a flow indicator (`{a:}`: key `a` with
+//! an empty value here, key `a:` in ruamel); tabs outside quoted scalars, which YAML 1.2 allows in
+//! more places than ruamel's reader; a flow collection continued at column 0; a block scalar
+//! whose leading blank lines are less indented than its text (ruamel refuses); unknown
+//! directives (ignored here, refused by ruamel); an indicator where a node should start
+//! (`[x,: y]`, `[?x]`, a block scalar header alone on its line). `bench/fuzz.sh` runs it longer
+//! and lists what it finds beyond these.
 
 mod build;
 mod json;

@@ -100,8 +100,11 @@ fn anchors_aliases_and_merge_keys() {
     let z = load(text, &Limits::default()).unwrap();
     let keys: Vec<_> = z.as_map().unwrap().get("z").unwrap().as_map().unwrap().keys().cloned().collect();
     assert_eq!(keys, [Value::Str("b".into()), Value::Str("c".into()), Value::Str("a".into())]);
-    // A mapping with `<<` takes duplicate keys silently (last wins), as ruamel does.
+    // A mapping with `<<` takes duplicate keys silently (last wins), as ruamel does, unless
+    // nothing is merged (an empty mapping or list): then they are errors, as in ruamel.
     assert_eq!(canon("b: &x {a: 1}\nc:\n  <<: *x\n  d: 2\n  d: 3"), r#"{"b":{"a":1},"c":{"a":1,"d":3}}"#);
+    assert_eq!(canon("<<: {}\nb: 1\nb: 2\n"), "ERR DuplicateKey { path: \"/b\" }");
+    assert_eq!(canon("? <<\n: []\n~: a\n~: b\n"), "ERR DuplicateKey { path: \"/~0\" }");
     assert_eq!(canon("<<: 1"), "ERR Construct");
     assert_eq!(canon("<<: [1]"), "ERR Construct");
     assert_eq!(canon("a: <<"), "ERR Tag");
