@@ -94,7 +94,7 @@ impl Job for LintJob {
                 })
                 .collect()
         };
-        let rows = lint_all(s, &subjects, &self.params);
+        let rows = lint_all(s, &subjects, &self.params, Some(&cx.wh.meta().join("cache/lints")));
         let judged: Vec<&Lint> = rows.iter().filter(|r| r.ok.is_some()).collect();
         let ok = judged.iter().filter(|r| r.ok == Some(true)).count();
         let note = format!("{ok}/{} judged lint-clean ({} rows not judged)", judged.len(), rows.len() - judged.len());
@@ -102,8 +102,9 @@ impl Job for LintJob {
     }
 }
 
-/// Every tool of `service` over every subject: one row per subject and tool.
-fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint> {
+/// Every tool of `service` over every subject: one row per subject and tool. With `cache` (the
+/// warehouse's lint cache), each distinct text a tool has judged before costs it nothing.
+fn lint_all(service: Service, subjects: &[Subject], p: &LintParams, cache: Option<&std::path::Path>) -> Vec<Lint> {
     let limits = Limits { per_text: std::time::Duration::from_secs(p.timeout_secs.max(1)) };
     // What each tool sees: the texts as written, then the completed fragments.
     let lintable: Vec<Option<&str>> =
@@ -119,10 +120,12 @@ fn lint_all(service: Service, subjects: &[Subject], p: &LintParams) -> Vec<Lint>
     let mut rows = Vec::with_capacity(subjects.len() * 2);
     for tool in linters::for_service(service) {
         let version = linters::probe(tool);
-        let verdicts: Result<Vec<Verdict>, String> = match &version {
-            Ok(_) => (tool.lint)(&texts, limits).map_err(|e| format!("{} failed: {e:#}", tool.name)),
-            Err(why) => Err(why.clone()),
-        };
+        let verdicts: Result<Vec<Verdict>, String> = match (&version, cache) {
+            (Ok(v), Some(dir)) => linters::cache::lint(dir, tool, v, &texts, limits).map(|(v, _)| v),
+            (Ok(_), None) => (tool.lint)(&texts, limits),
+            (Err(why), _) => Err(anyhow::anyhow!("{why}")),
+        }
+        .map_err(|e| if version.is_ok() { format!("{} failed: {e:#}", tool.name) } else { format!("{e:#}") });
         let (mut as_is, mut done) = (0usize, wrapped_at);
         for (i, s) in subjects.iter().enumerate() {
             let mut base = s.base.clone();
@@ -195,7 +198,7 @@ mod tests {
                 .iter()
                 .map(|t| Subject { base: Lint::default(), text: Some(t.to_string()), missing: None })
                 .collect();
-            let rows = lint_all(service, &subjects, &p);
+            let rows = lint_all(service, &subjects, &p, None);
             let tools: Vec<&str> = linters::for_service(service).map(|t| t.name).collect();
             assert_eq!(rows.len(), shapes.len() * tools.len(), "{service:?}");
             for (i, row) in rows.iter().enumerate() {

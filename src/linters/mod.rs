@@ -4,6 +4,7 @@
 //! and judges; this module only runs them, always through [`sandbox`].
 
 mod actionlint;
+pub mod cache;
 mod circleci;
 mod gitlab_ci_local;
 pub mod install;

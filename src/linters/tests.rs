@@ -207,3 +207,24 @@ fn scratch_folders_are_fresh_and_tools_have_a_memory_cap() {
     assert!(!ran.status.is_some_and(|s| s.success()), "4 GiB were allocated: {}", ran.stdout);
     assert!(ran.stderr.contains("MemoryError"), "{}", ran.stderr);
 }
+
+/// Issue 36: each distinct text is linted once: duplicates in a call and texts judged by an earlier
+/// call cost no tool run, and the verdicts are the tool's own.
+#[test]
+fn the_lint_cache_runs_each_distinct_text_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["actionlint", "schema"] {
+        let t = tool(t);
+        let v = probe(t).unwrap();
+        let texts =
+            ["on: push\njobs: {}\n", "language: python\nscript: make\n", "on: push\njobs: {}\n", "language: [\n"];
+        let direct = (t.lint)(&texts, limits()).unwrap();
+        let (first, ran) = cache::lint(dir.path(), t, &v, &texts, limits()).unwrap();
+        assert_eq!(first, direct, "{}", t.name);
+        assert_eq!(ran, 3, "{}: the repeated text is linted once", t.name);
+        let (again, ran) = cache::lint(dir.path(), t, &v, &texts, limits()).unwrap();
+        assert_eq!(again, direct, "{}", t.name);
+        let unreadable = direct.iter().filter(|v| matches!(v, Verdict::Unreadable(_))).count();
+        assert_eq!(ran, unreadable.min(1), "{}: only what the tool could not read is asked again", t.name);
+    }
+}
