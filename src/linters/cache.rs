@@ -1,8 +1,9 @@
 //! Each distinct text linted once (issue 36): a tool's findings on a text are kept under the hash of
 //! (tool, tool version, the code that reads its output, the text), beside the embedding cache in
 //! `_doc2ci/cache/lints/`, so a text several models produced, a repair round that changed nothing,
-//! a re-run or a new model's duplicate answers cost no tool run. Only findings are kept: a text a
-//! tool could not read (a timeout among them) is asked again next time.
+//! a re-run or a new model's duplicate answers cost no tool run. Findings are kept, and so is a
+//! tool's own "cannot read this" (zizmor on a fragment, CircleCI's orbs); a timeout or a crash is
+//! asked again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,17 @@ use doc2ci_lint::{Finding, Verdict};
 
 use super::{Limits, Tool};
 use crate::warehouse::atomic_write;
+
+/// A kept verdict.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum Kept {
+    Findings(Vec<Finding>),
+    Unreadable(String),
+}
+
+/// Unreadable verdicts that are the tool's word on the text itself, the same on every run (zizmor
+/// on what is not a workflow, CircleCI's orbs); any other (a timeout, a crash) is asked again.
+const ABOUT_THE_TEXT: &[&str] = &["zizmor could not read it", "zizmor could not load it", "imports orbs"];
 
 /// The cache folder of one tool at one version and one version of the code that judges its output.
 fn folder(root: &Path, tool: &Tool, version: &str) -> PathBuf {
@@ -36,21 +48,31 @@ pub fn lint(root: &Path, tool: &Tool, version: &str, texts: &[&str], limits: Lim
         if known.contains_key(t) || !queued.insert(t) {
             continue;
         }
-        let cached = std::fs::read(path(&dir, t)).ok().and_then(|b| serde_json::from_slice::<Vec<Finding>>(&b).ok());
-        match cached {
-            Some(f) => {
+        match std::fs::read(path(&dir, t)).ok().and_then(|b| serde_json::from_slice::<Kept>(&b).ok()) {
+            Some(Kept::Findings(f)) => {
                 known.insert(t, Verdict::Findings(f));
+            }
+            Some(Kept::Unreadable(why)) => {
+                known.insert(t, Verdict::Unreadable(why));
             }
             None => todo.push(t),
         }
     }
     let fresh = if todo.is_empty() { Vec::new() } else { (tool.lint)(&todo, limits)? };
     for (t, v) in todo.iter().zip(fresh) {
-        if let Verdict::Findings(f) = &v {
+        let kept = match &v {
+            Verdict::Findings(f) => Some(Kept::Findings(f.clone())),
+            // What depends on the moment (a timeout, a crash) is not the tool's verdict on the text.
+            Verdict::Unreadable(why) if ABOUT_THE_TEXT.iter().any(|m| why.contains(m)) => {
+                Some(Kept::Unreadable(why.clone()))
+            }
+            Verdict::Unreadable(_) => None,
+        };
+        if let Some(k) = kept {
             let p = path(&dir, t);
             std::fs::create_dir_all(p.parent().expect("a cache path has a folder"))?;
             // A cache is only a cache: a verdict that cannot be kept is asked again next time.
-            let _ = atomic_write(&p, &serde_json::to_vec(f)?);
+            let _ = atomic_write(&p, &serde_json::to_vec(&k)?);
         }
         known.insert(t, v);
     }
