@@ -674,3 +674,24 @@ impl Browser {
         let _ = std::fs::remove_file(self.profile_dir.with_extension("chromium.sh"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::retry_after;
+    use std::time::Duration;
+
+    /// Issue 30: a `Retry-After` no duration can hold is clamped (it panicked the re-fetch path).
+    #[test]
+    fn an_absurd_retry_after_is_clamped_not_a_panic() {
+        let h = |v: &'static str| {
+            reqwest::header::HeaderMap::from_iter([(
+                reqwest::header::RETRY_AFTER,
+                reqwest::header::HeaderValue::from_static(v),
+            )])
+        };
+        assert_eq!(retry_after(&h("1e20")), Some(Duration::from_secs(86_400)));
+        assert_eq!(retry_after(&h("inf")), None);
+        assert_eq!(retry_after(&h("-3")), None);
+        assert_eq!(retry_after(&h("2.5")), Some(Duration::from_millis(2500)));
+    }
+}

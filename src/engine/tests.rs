@@ -26,11 +26,16 @@ struct Toy {
     runs: Arc<AtomicUsize>,
     #[serde(skip)]
     fail: bool,
+    #[serde(skip)]
+    panic: bool,
 }
 
 impl Job for Toy {
     fn run(&self, cx: &Ctx) -> Result<Output> {
         self.runs.fetch_add(1, Ordering::SeqCst);
+        if self.panic {
+            panic!("toy panic");
+        }
         if self.fail {
             bail!("toy failure");
         }
@@ -55,13 +60,20 @@ fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) ->
     let a = g.add(Node::new(
         "dedupe",
         pa.clone(),
-        Toy { param: a_value, value: a_value % 2, inputs: vec![], runs: runs[0].clone(), fail: false },
+        Toy { param: a_value, value: a_value % 2, inputs: vec![], runs: runs[0].clone(), fail: false, panic: false },
     ));
     g.add(
         Node::new(
             "score",
             Partition::new(SCORES, &["a", "m"]),
-            Toy { param: b_param, value: b_param, inputs: vec![pa.clone()], runs: runs[1].clone(), fail: false },
+            Toy {
+                param: b_param,
+                value: b_param,
+                inputs: vec![pa.clone()],
+                runs: runs[1].clone(),
+                fail: false,
+                panic: false,
+            },
         )
         .deps(vec![a])
         .model("m"),
@@ -70,7 +82,7 @@ fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) ->
         Node::new(
             "score",
             Partition::new(SCORES, &["a", "n"]),
-            Toy { param: 0, value: 0, inputs: vec![pa], runs: runs[2].clone(), fail: c_fails },
+            Toy { param: 0, value: 0, inputs: vec![pa], runs: runs[2].clone(), fail: c_fails, panic: false },
         )
         .deps(vec![a])
         .model("n"),
@@ -157,7 +169,7 @@ fn only_runs_the_named_stage_and_rejects_unknown_ones() {
 fn a_node_may_not_depend_on_a_later_one() {
     let dir = tempfile::tempdir().unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
-    let toy = || Toy { param: 0, value: 0, inputs: vec![], runs: runs.clone(), fail: false };
+    let toy = || Toy { param: 0, value: 0, inputs: vec![], runs: runs.clone(), fail: false, panic: false };
     let nodes = vec![
         Node::new("dedupe", Partition::new(PAIRS, &["a"]), toy()).deps(vec![1]),
         Node::new("dedupe", Partition::new(PAIRS, &["b"]), toy()),
@@ -194,4 +206,30 @@ fn a_partition_whose_file_changed_on_disk_runs_again() {
     let (p, s) = pipeline(dir.path(), 1, 10, false);
     p.run(&[], &ui).unwrap();
     assert_eq!(counts(&s), vec![0, 1, 0]);
+}
+
+/// Issue 30: a job that panics fails its own partition; the others finish and their state is kept.
+#[test]
+fn a_panicking_job_fails_only_its_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    let runs: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let toy = |i: usize, panic: bool| Toy {
+        param: i as u64,
+        value: 1,
+        inputs: vec![],
+        runs: runs[i].clone(),
+        fail: false,
+        panic,
+    };
+    let mut g = Graph::default();
+    g.add(Node::new("dedupe", Partition::new(PAIRS, &["a"]), toy(0, false)));
+    g.add(Node::new("dedupe", Partition::new(PAIRS, &["b"]), toy(1, true)));
+    g.add(Node::new("dedupe", Partition::new(PAIRS, &["c"]), toy(2, false)));
+    let p = Pipeline::new(g.nodes, &dir.path().join("wh"), 1, &dir.path().join("toy.toml")).unwrap();
+    let e = p.run(&[], &ui).unwrap_err().to_string();
+    assert!(e.contains("service=b") && e.contains("panic") && e.contains("toy panic"), "{e}");
+    let st = p.warehouse().load_state().unwrap();
+    assert!(st.partitions.contains_key("pairs/service=a") && st.partitions.contains_key("pairs/service=c"), "{st:?}");
+    assert!(!st.partitions.contains_key("pairs/service=b"));
 }
