@@ -117,3 +117,20 @@ pub fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
     assert!(out.status.success(), "DuckDB: {}\n{sql}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `doc2ci run --config config` with a pause at every checkpointed batch, killed with SIGKILL once
+/// `done()` holds (or after 60 s): a kill that lands mid-stage.
+pub fn run_killed_when(config: &str, done: impl Fn() -> bool) {
+    let mut child = doc2ci(&["run", "--config", config])
+        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !done() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}

@@ -144,24 +144,9 @@ fn kill_9_mid_import_then_resume_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), &MODELS[..2], "\n[stages.import]\nbatch_size = 100\n");
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c])
-        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until some batches are checkpointed, then kill without warning.
+    // Killed once some batches are checkpointed.
     let ck = dir.path().join("wh/_doc2ci/checkpoints");
-    let t0 = Instant::now();
-    loop {
-        let n = walk_count(&ck);
-        if n >= 4 || t0.elapsed() > Duration::from_secs(60) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    run_killed_when(c, || walk_count(&ck) >= 4);
     assert!(walk_count(&ck) >= 4, "the run was killed before checkpointing anything");
 
     let out = run_ok(&["run", "--config", c]);

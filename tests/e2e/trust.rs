@@ -215,19 +215,8 @@ fn gc_drops_checkpoints_of_superseded_keys() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), &MODELS[..1], "\n[stages.import]\nbatch_size = 100\n");
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c])
-        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let ck = dir.path().join("wh/_doc2ci/checkpoints/pairs_raw~service=github-actions~source=docs");
-    let t0 = std::time::Instant::now();
-    while count_files(&ck) < 3 && t0.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    run_killed_when(c, || count_files(&ck) >= 3);
     let batches = count_files(&ck);
     assert!(batches >= 3, "killed before any checkpoint");
     // Unchanged, the checkpoint is what the next run resumes: gc keeps it.
