@@ -555,3 +555,26 @@ async fn pacing_follows_the_providers_rate_limit_headers() {
     eprintln!("adaptive pacing: {rate:.1} requests/s answered against a bucket of {RATE}/s");
     assert!(rate >= 0.9 * RATE, "{rate:.1} requests/s is under 90% of the bucket's {RATE}/s");
 }
+
+/// Issue 30: a `Retry-After` no duration can hold is an error row's 429, not a panic.
+#[tokio::test]
+async fn an_absurd_retry_after_is_clamped_not_a_panic() {
+    for header in ["Retry-After: 1e20\r\n", "retry-after-ms: 1e300\r\n", "Retry-After: inf\r\n"] {
+        let srv = serve(move |_, _, s| respond(s, "429 Too Many Requests", header, b"{}"));
+        let e = openai(&[&srv.url], limits(0, 10_000)).chat(&req()).await.unwrap_err();
+        assert!(e.to_string().contains("429"), "{e}");
+    }
+}
+
+/// Issue 30: attempts that reached the server and may have been billed are counted; a 429 is not.
+#[tokio::test]
+async fn billed_retries_count_what_may_have_been_billed() {
+    for (first, billed) in [("500 Internal Server Error", 1), ("429 Too Many Requests", 0)] {
+        let srv = serve(move |n, _, s| match n {
+            0 => respond(s, first, "", b"{}"),
+            _ => respond(s, "200 OK", "", &ok_body("on: push", "stop")),
+        });
+        let r = openai(&[&srv.url], limits(2, 10_000)).chat(&req()).await.unwrap();
+        assert_eq!((r.attempts, r.billed_retries), (2, billed), "{first}");
+    }
+}
