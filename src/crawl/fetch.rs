@@ -619,6 +619,7 @@ impl Browser {
             const h = document.documentElement ? document.documentElement.outerHTML : '';
             const dt = document.doctype ? '<!DOCTYPE ' + document.doctype.name + '>' : '';
             return {url: document.URL, status: nav && nav.responseStatus ? nav.responseStatus : null,
+                    redirects: nav ? nav.redirectCount : 0,
                     transfer: nav && nav.transferSize ? nav.transferSize : 0,
                     len: h.length, html: h.length > max ? null : dt + h,
                     ctype: document.contentType, charset: document.characterSet};";
@@ -654,6 +655,14 @@ impl Browser {
                     self.params.max_page_bytes
                 ))
             }
+        }
+        // Chromium follows up to 20 redirects itself: the crawl's own bound holds for it too
+        // (the navigation's same-origin redirects, which is all a crawl's scope allows).
+        let redirects = v["redirects"].as_u64().unwrap_or(0);
+        if redirects > self.params.max_redirects as u64 {
+            f.error =
+                Some(format!("{url}: {redirects} redirects, more than max_redirects = {}", self.params.max_redirects));
+            f.html = None;
         }
         if let Some(s) = status.filter(|s| *s >= 400) {
             f.error = Some(format!("HTTP {s}"));
