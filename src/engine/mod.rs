@@ -180,11 +180,13 @@ impl Ctx<'_> {
         self.published(rows.len(), note, || self.wh.write_like(&self.node.part, rows, template))
     }
 
-    /// One publish: `write` lands the partition atomically, then its checkpoint goes.
+    /// One publish: `write` lands the partition atomically. Its checkpoint stays until the engine
+    /// has recorded the partition: a kill in between must find the answers still kept, since the
+    /// next run re-runs a partition it has no record of.
     fn published(&self, rows: usize, note: Option<String>, write: impl FnOnce() -> Result<String>) -> Result<Output> {
         test_hook("DOC2CI_TEST_STAGE_DELAY_MS");
         let output_hash = write()?;
-        self.wh.checkpoint(&self.node.part, self.key).clear();
+        test_hook("DOC2CI_TEST_PUBLISHED_DELAY_MS");
         Ok(Output { output_hash, rows: rows as u64, note })
     }
 

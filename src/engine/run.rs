@@ -161,6 +161,8 @@ impl Pipeline {
                     let mut st = state.lock().unwrap();
                     st.partitions.insert(n.part.id(), ps);
                     wh.save_state(&st)?;
+                    // Only now: until the record is on disk, a resumed run re-runs the partition.
+                    wh.checkpoint(&n.part, &st.partitions[&n.part.id()].key).clear();
                     ui.info(&format!(
                         "done {}: {} rows in {:.2}s{}",
                         n.label(),

@@ -160,6 +160,44 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
     assert!(batches(&ck).is_empty(), "checkpoints cleared once the partition is final");
 }
 
+/// A kill after a partition landed but before the engine recorded it: the next run re-runs the
+/// partition (it has no record of it), and must find every answer still in the checkpoint.
+#[test]
+fn kill_9_between_publish_and_record_asks_nothing_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = small_docs(dir.path(), 3, None);
+    let cfg = study(
+        dir.path(),
+        &docs,
+        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n",
+        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
+    );
+    let c = cfg.to_str().unwrap();
+    let mut child = doc2ci(&["run", "--config", c])
+        .env("DOC2CI_TEST_PUBLISHED_DELAY_MS", "1500")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let gens = dir.path().join("wh/generations");
+    let landed = |d: &Path| walk_files(d).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")).count();
+    let t0 = Instant::now();
+    while landed(&gens) == 0 && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL, inside the pause after the rename
+    child.wait().unwrap();
+    assert_eq!(landed(&gens), 1, "the generations partition landed before the kill");
+    let first = duck(&dir.path().join("wh"), &format!("SELECT pair_id, latency_ms, raw_output FROM {GENS} ORDER BY 1"));
+    assert_eq!(first.len(), 3);
+
+    let out = run_ok(&["run", "--config", c]);
+    assert!(out.contains("resuming after 3 of 3 requests"), "every answer kept in the checkpoint: {out}");
+    let again = duck(&dir.path().join("wh"), &format!("SELECT pair_id, latency_ms, raw_output FROM {GENS} ORDER BY 1"));
+    assert_eq!(again, first, "no answer asked again");
+    assert_eq!(walk_files(&dir.path().join("wh/_doc2ci/checkpoints")).len(), 0, "checkpoint cleared once recorded");
+}
+
 /// An OpenAI-compatible endpoint that answers by the pair's title: garbage, an empty answer,
 /// invalid UTF-8, a body that never ends, or a proper completion.
 /// One HTTP request's body, read off a connection (`None`: the client went away).
