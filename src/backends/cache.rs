@@ -273,6 +273,8 @@ mod tests {
             max_cost: None,
             services: vec![],
             model_file: None,
+            slots: 1,
+            threads: None,
         }
     }
 

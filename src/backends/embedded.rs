@@ -60,7 +60,7 @@ fn pins(g: &GenSettings) -> Vec<(String, String)> {
 }
 
 /// blake3 of a weights file, computed once per (path, size, mtime) in a process.
-fn content_hash(p: &Path) -> Option<String> {
+pub(super) fn content_hash(p: &Path) -> Option<String> {
     type Seen = HashMap<(PathBuf, u64, Option<std::time::SystemTime>), String>;
     static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
     let meta = std::fs::metadata(p).ok()?;

@@ -52,9 +52,15 @@ pub struct GenSettings {
     /// not what is in them.
     #[serde(skip)]
     pub services: Vec<String>,
-    /// The weights file `model` names, resolved (backends that run a file: `embedded`).
+    /// The weights file `model` names, resolved (backends that run a file: `embedded`, `llama-cpp`).
     #[serde(skip)]
     pub model_file: Option<std::path::PathBuf>,
+    /// Slots of a server doc2ci starts itself (`llama-cpp`): how many requests decode together.
+    #[serde(skip)]
+    pub slots: usize,
+    /// CPU threads of a server doc2ci starts itself (None: the cores this process may use).
+    #[serde(skip)]
+    pub threads: Option<usize>,
 }
 
 /// The parameters that decide what a model outputs.
@@ -71,7 +77,7 @@ pub struct GenKey {
     /// Documentation sections quoted in the prompt (0 = off).
     pub retrieval: usize,
     pub retrieval_chars: usize,
-    /// Ollama's context window.
+    /// The context window: Ollama's `num_ctx`, llama.cpp's `ctx_size` (per slot).
     pub num_ctx: Option<u32>,
     /// Who answers (server backends): `cache_namespace` when given, else the normalised
     /// `base_url`s. Another server is another model as far as any cache knows.
@@ -185,6 +191,7 @@ registry! {
     embedded,
     responses,
     openai_batch,
+    llama_cpp,
 }
 
 pub fn kind(name: &str) -> Option<&'static Kind> {

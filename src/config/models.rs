@@ -373,5 +373,8 @@ fn gen_settings(cx: &Ctx, common: &Common, m: GenKeys, services: &[Service]) -> 
         max_cost,
         services: svcs,
         model_file,
+        // Set by the backend's own keys (`llama-cpp`).
+        slots: concurrency,
+        threads: None,
     })
 }

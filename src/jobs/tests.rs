@@ -30,6 +30,8 @@ const OPERATIONAL: &[&str] = &[
     "models.price_per_1k_input",
     "models.price_per_1k_output",
     "models.max_cost",
+    "models.parallel",
+    "models.threads",
 ];
 
 /// Keys that name, locate or choose which partitions exist rather than what is in them; a change
@@ -132,6 +134,13 @@ base_urls = ["http://127.0.0.1:9"]
 num_ctx = 2048
 
 [[models]]
+name = "ll"
+backend = "llama-cpp"
+model = "{weights}"
+ctx_size = 2048
+max_pairs = 2
+
+[[models]]
 name = "imp"
 backend = "import"
 path = "{outputs}"
@@ -146,6 +155,8 @@ feedback = ["schema", "lint"]
         docsite = repo().join("docsite").display(),
         pairs = shared("GitHubActions_Docs.csv.gz"),
         outputs = shared("GitHubActions_gpt-4o_output.csv.gz"),
+        // Any file: the walk declares and plans, it never starts the server.
+        weights = repo().join("Cargo.toml").display(),
     );
     let mut t: toml::Table = toml::from_str(&text).unwrap();
     t.insert("profiles".into(), toml::Value::Table(toml::Table::from_iter([("gha".to_string(), gha.into())])));

@@ -9,6 +9,7 @@ mod crawl;
 mod engine;
 mod generate;
 mod hostile;
+mod llama_cpp;
 mod quality;
 mod realdocs;
 mod remote;
