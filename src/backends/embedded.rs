@@ -10,8 +10,8 @@ use anyhow::{anyhow, Context, Result};
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
-use crate::keys::fields_of;
 use crate::assets;
+use crate::keys::fields_of;
 
 /// The embedded model's weights, as `doc2ci setup` fetches them.
 pub const SMOLLM2_GGUF: &str = "models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";

@@ -147,7 +147,8 @@ fn server(file: &Path, g: &GenSettings) -> Result<String> {
         "ctx": g.key.num_ctx.unwrap_or(4096), "alias": "doc2ci",
     })
     .to_string();
-    let mut running = RUNNING.get_or_init(Default::default).lock().map_err(|_| anyhow!("llama.cpp servers poisoned"))?;
+    let mut running =
+        RUNNING.get_or_init(Default::default).lock().map_err(|_| anyhow!("llama.cpp servers poisoned"))?;
     if let Some(r) = running.get(&args) {
         return Ok(r.url.clone());
     }
@@ -230,7 +231,11 @@ fn start(file: &Path, args: &str) -> Result<Running> {
     let fail = |why: String| {
         std::thread::sleep(Duration::from_millis(200));
         let tail = String::from_utf8_lossy(&stderr_tail.lock().unwrap_or_else(|p| p.into_inner())).trim().to_string();
-        anyhow!("llama.cpp's server for {}: {why}{}", file.display(), if tail.is_empty() { String::new() } else { format!(":\n{tail}") })
+        anyhow!(
+            "llama.cpp's server for {}: {why}{}",
+            file.display(),
+            if tail.is_empty() { String::new() } else { format!(":\n{tail}") }
+        )
     };
     let (stdin, line, _) = match rx.recv_timeout(LOAD_TIMEOUT) {
         Ok(r) => r?,

@@ -26,8 +26,7 @@ fn compute(s: &Sides) -> MetricValue {
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Map(x), Value::Map(y)) => {
-            x.len() == y.len()
-                && x.iter().all(|(k, v)| y.iter().any(|(k2, v2)| same(k, k2) && same(v, v2)))
+            x.len() == y.len() && x.iter().all(|(k, v)| y.iter().any(|(k2, v2)| same(k, k2) && same(v, v2)))
         }
         (Value::Seq(x), Value::Seq(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
         _ => a == b,
@@ -48,7 +47,10 @@ mod tests {
     #[test]
     fn key_order_layout_and_comments_do_not_matter_values_and_types_do() {
         let r = "on: push\njobs:\n  b:\n    runs-on: ubuntu-latest\n  a: {steps: [1, 2]}\n";
-        assert!(tree_exact(r, "# hi\njobs:\n  a:\n    steps:\n      - 1\n      - 2\n  b: {runs-on: 'ubuntu-latest'}\non: push\n"));
+        assert!(tree_exact(
+            r,
+            "# hi\njobs:\n  a:\n    steps:\n      - 1\n      - 2\n  b: {runs-on: 'ubuntu-latest'}\non: push\n"
+        ));
         assert!(!tree_exact(r, "on: push\njobs:\n  b:\n    runs-on: ubuntu-latest\n  a: {steps: [2, 1]}\n"));
         assert!(!tree_exact("a: 1\n", "a: '1'\n"));
         assert!(!tree_exact("a: 1\n", "a: 1\nb: 2\n"));
