@@ -28,7 +28,7 @@ pub fn covered_by(file: &str) -> &'static [&'static str] {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use syn::visit::Visit;
 
@@ -72,8 +72,10 @@ mod tests {
         }
     }
 
-    fn root() -> &'static Path {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
+    /// Where the tests run from (cargo sets it at run time; a build cached from another checkout
+    /// must not read that checkout's files).
+    fn root() -> PathBuf {
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
     }
 
     /// Workspace crates `name` depends on (normal dependencies, transitively), from `cargo metadata`.

@@ -57,7 +57,7 @@ const SHAPE: &[&str] = &[
 ];
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
 }
 
 fn shared(file: &str) -> String {

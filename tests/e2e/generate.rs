@@ -426,7 +426,8 @@ impl LlamaServer {
             .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
-        let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/llama_server.py");
+        let launcher = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("tests/peers/llama_server.py");
         let child = std::process::Command::new("python3")
             .arg(launcher)
             // Port 0: the OS picks it at bind time; the launcher's start line says which.
