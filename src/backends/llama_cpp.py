@@ -2,7 +2,7 @@
 
 The server is llama.cpp's C++ server code in the pinned xllamacpp wheel that `doc2ci setup` unpacks;
 it listens on a loopback port the OS picks. One argument, JSON: model, threads, parallel, ctx (per
-slot), alias. Prints one JSON line once it serves ({"url", "version"}), then serves until its
+slot), alias, template (None: the GGUF's own) and jinja. Prints one JSON line once it serves ({"url", "version"}), then serves until its
 standard input ends: doc2ci holds the other end for as long as it lives, so however doc2ci ends
 (a normal exit, a crash, kill -9) the server ends with it.
 """
@@ -26,7 +26,11 @@ p.n_parallel = a["parallel"]
 p.n_ctx = a["ctx"] * a["parallel"]
 p.cpuparams.n_threads = a["threads"]
 p.cpuparams_batch.n_threads = a["threads"]
-p.use_jinja = True  # the GGUF's own chat template, rendered as llama.cpp renders it
+# The GGUF's own chat template (Jinja, as llama.cpp renders it), else the one the user chose: a
+# Jinja text, or a built-in by name (which llama.cpp knows only outside Jinja mode).
+p.use_jinja = a["jinja"]
+if a["template"] is not None:
+    p.chat_template = a["template"]
 p.verbosity = -1
 try:
     server = xlc.Server(p)

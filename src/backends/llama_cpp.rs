@@ -41,9 +41,32 @@ const RUNNER: &str = include_str!("llama_cpp.py");
 /// A model file loads within this (a 7B Q4 from a cold disk takes tens of seconds).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// What a server doc2ci starts itself is given besides the model file. Slots and threads are speed;
+/// the template shapes every prompt, so it stands in the cache keys (`pins`).
+#[derive(Debug, Clone, Default)]
+pub struct LocalServer {
+    /// Requests decoded together (0: the model's `concurrency`).
+    pub slots: usize,
+    pub threads: Option<usize>,
+    /// None: the GGUF's own `tokenizer.chat_template`.
+    pub chat_template: Option<ChatTemplate>,
+}
+
+/// A chat template the user chose over the GGUF's own (or for a GGUF that has none).
+#[derive(Debug, Clone)]
+pub enum ChatTemplate {
+    /// One of llama.cpp's built-in templates, by name (`gemma`, `chatml`, `llama3`, ...).
+    Builtin(String),
+    /// A Jinja file's text, rendered by llama.cpp's Jinja engine.
+    Jinja(String),
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Keys {
+    /// A llama.cpp built-in template name, or a `.jinja` file (relative to the config).
+    #[serde(default)]
+    chat_template: Option<Spanned<String>>,
     /// Server slots: how many of a partition's requests are decoded together (default: `concurrency`).
     #[serde(default)]
     parallel: Option<Spanned<usize>>,
@@ -75,8 +98,38 @@ fn keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
             s => Ok(s.as_ref().map(|s| *s.get_ref())),
         }
     };
-    g.slots = positive(&k.parallel, "models.parallel")?.unwrap_or(g.concurrency);
-    g.threads = positive(&k.threads, "models.threads")?;
+    g.local.slots = positive(&k.parallel, "models.parallel")?.unwrap_or(g.concurrency);
+    g.local.threads = positive(&k.threads, "models.threads")?;
+    g.local.chat_template = match &k.chat_template {
+        None => None,
+        Some(t) if t.get_ref().ends_with(".jinja") => {
+            let file = cx.path(t.span(), "models.chat_template", t.get_ref())?;
+            let text = std::fs::read_to_string(&file);
+            match text {
+                Ok(text) => Some(ChatTemplate::Jinja(text)),
+                Err(e) => {
+                    return cx.err(
+                        t.span(),
+                        "models.chat_template",
+                        format!("model `{model}`: {}: {e}", file.display()),
+                    )
+                }
+            }
+        }
+        Some(t)
+            if t.get_ref().is_empty()
+                || !t.get_ref().chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+        {
+            return cx.err(
+                t.span(),
+                "models.chat_template",
+                format!(
+                    "model `{model}`: a llama.cpp built-in template name (chatml, gemma, llama3, ...) or a .jinja file"
+                ),
+            )
+        }
+        Some(t) => Some(ChatTemplate::Builtin(t.get_ref().clone())),
+    };
     let ctx = match &k.ctx_size {
         Some(c) if *c.get_ref() < 256 => {
             return cx.err(c.span(), "models.ctx_size", format!("model `{model}`: at least 256 tokens"))
@@ -116,6 +169,13 @@ fn pins(g: &GenSettings) -> Vec<(String, String)> {
     if let Some(h) = assets::pinned_sha256(SERVER_LIB) {
         pins.push(("llama.cpp server".into(), h));
     }
+    match &g.local.chat_template {
+        Some(ChatTemplate::Builtin(name)) => pins.push(("chat template".into(), name.clone())),
+        Some(ChatTemplate::Jinja(text)) => {
+            pins.push(("chat template".into(), blake3::hash(text.as_bytes()).to_hex().to_string()))
+        }
+        None => {}
+    }
     pins
 }
 
@@ -141,10 +201,15 @@ fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
 /// by every partition and model entry of this process that asks for the same.
 fn server(file: &Path, g: &GenSettings) -> Result<String> {
     static RUNNING: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
-    let threads = g.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = g.local.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (template, jinja) = match &g.local.chat_template {
+        Some(ChatTemplate::Builtin(name)) => (Some(name.as_str()), false),
+        Some(ChatTemplate::Jinja(text)) => (Some(text.as_str()), true),
+        None => (None, true),
+    };
     let args = serde_json::json!({
-        "model": file, "threads": threads, "parallel": g.slots.max(1),
-        "ctx": g.key.num_ctx.unwrap_or(4096), "alias": "doc2ci",
+        "model": file, "threads": threads, "parallel": g.local.slots.max(1),
+        "ctx": g.key.num_ctx.unwrap_or(4096), "alias": "doc2ci", "template": template, "jinja": jinja,
     })
     .to_string();
     let mut running =
@@ -153,6 +218,14 @@ fn server(file: &Path, g: &GenSettings) -> Result<String> {
         return Ok(r.url.clone());
     }
     check_gguf(file)?;
+    if template.is_none() && doc2ci_smollm::gguf_metadata_string(file, "tokenizer.chat_template")?.is_none() {
+        // llama.cpp would answer with ChatML in silence, which a model not trained on it turns to garbage.
+        bail!(
+            "{} has no chat template (tokenizer.chat_template): set `chat_template` to the model's own, as a \
+             llama.cpp built-in name (gemma, llama3, chatml, phi3, ...) or a .jinja file",
+            file.display()
+        );
+    }
     let r = start(file, &args)?;
     let url = r.url.clone();
     running.insert(args, r);

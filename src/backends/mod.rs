@@ -20,6 +20,7 @@ pub mod server;
 pub use budget::Budget;
 pub use cache::{CacheSettings, RequestCache};
 pub use embedded::SMOLLM2_GGUF;
+pub use llama_cpp::{ChatTemplate, LocalServer};
 
 /// How a generative model is called. Its `key` (what changes the outputs) is in the cache key;
 /// throughput knobs (concurrency, limits, retries), prices and credentials are not (skipped
@@ -55,12 +56,9 @@ pub struct GenSettings {
     /// The weights file `model` names, resolved (backends that run a file: `embedded`, `llama-cpp`).
     #[serde(skip)]
     pub model_file: Option<std::path::PathBuf>,
-    /// Slots of a server doc2ci starts itself (`llama-cpp`): how many requests decode together.
+    /// A server doc2ci starts itself (`llama-cpp`): its slots, threads and chat template.
     #[serde(skip)]
-    pub slots: usize,
-    /// CPU threads of a server doc2ci starts itself (None: the cores this process may use).
-    #[serde(skip)]
-    pub threads: Option<usize>,
+    pub local: LocalServer,
 }
 
 /// The parameters that decide what a model outputs.

@@ -374,7 +374,6 @@ fn gen_settings(cx: &Ctx, common: &Common, m: GenKeys, services: &[Service]) -> 
         services: svcs,
         model_file,
         // Set by the backend's own keys (`llama-cpp`).
-        slots: concurrency,
-        threads: None,
+        local: Default::default(),
     })
 }

@@ -1,7 +1,8 @@
 //! `backend = "llama-cpp"` end to end (issue 33): llama.cpp's own server, started by doc2ci for a
-//! GGUF (the SmolLM2 asset under a path of the test's own), generates real answers, dies with
-//! doc2ci even under kill -9, and the next run resumes; files llama.cpp cannot load are refused
-//! with a message that names them.
+//! GGUF (the SmolLM2 asset under a path of the test's own, and Gemma 3 270M as Q4_K_M: another
+//! architecture and a K-quant, which scripts/deps.sh fetches), generates real answers, dies with
+//! doc2ci even under kill -9, and the next run resumes; files it cannot run are refused with a
+//! message that names them and says what to do.
 
 use crate::common::*;
 use crate::generate::{small_docs, study, GENS};
@@ -127,4 +128,61 @@ fn llama_cpp_backend_refuses_what_it_cannot_run_and_names_it() {
     );
     let err = run_err(&["plan", "--config", cfg.to_str().unwrap()]);
     assert!(err.contains("`parallel` is a setting of llama-cpp"), "{err}");
+}
+
+fn gemma3_gguf() -> PathBuf {
+    let p = std::env::var_os("DOC2CI_TEST_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/test-models"))
+        .join("gemma-3-270m-q4_k_m.gguf");
+    assert!(p.exists(), "{} missing: scripts/deps.sh test fetches it", p.display());
+    p
+}
+
+/// Gemma 3 as Q4_K_M: an architecture and a tensor type the embedded kernel does not run. Its GGUF
+/// (the base model) carries no chat template, which is refused until one is named; with llama.cpp's
+/// built-in `gemma` template every pair is answered, and the embedded backend points here.
+#[test]
+fn llama_cpp_backend_runs_a_k_quant_of_another_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = small_docs(dir.path(), 3, None);
+    let gguf = gemma3_gguf();
+    let model = |extra: &str| {
+        format!(
+            "[[models]]\nname = \"gemma3\"\nbackend = \"llama-cpp\"\nmodel = \"{}\"\nmax_tokens = 24\nparallel = 3\n{extra}\n",
+            gguf.display()
+        )
+    };
+    let off = "[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n";
+    let cfg = study(dir.path(), &docs, &model(""), off);
+    let err = run_err(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(err.contains("gemma-3-270m-q4_k_m.gguf has no chat template") && err.contains("`chat_template`"), "{err}");
+
+    let cfg = study(dir.path(), &docs, &model("chat_template = \"gemma\""), off);
+    run_ok(&["run", "--config", cfg.to_str().unwrap()]);
+    let wh = dir.path().join("wh");
+    let rows = duck(
+        &wh,
+        &format!("SELECT COUNT(*), COUNT(error), MIN(completion_tokens), MIN(length(raw_output)) FROM {GENS}"),
+    );
+    assert_eq!(rows[0][0], 3, "{rows:?}");
+    assert_eq!(rows[0][1], 0, "no request failed: {rows:?}");
+    assert!(rows[0][2].as_i64().unwrap() > 0 && rows[0][3].as_i64().unwrap() > 0, "{rows:?}");
+    // The template shapes every prompt: another one is another model as far as the keys know.
+    let cfg = study(dir.path(), &docs, &model("chat_template = \"chatml\""), off);
+    let plan = run_ok(&["plan", "--config", cfg.to_str().unwrap()]);
+    assert!(plan.contains("generations/service=github-actions/model=gemma3"), "{plan}");
+
+    // The embedded kernel refuses the file before loading it, and says which backend runs it.
+    let cfg = study(
+        dir.path(),
+        &docs,
+        &format!(
+            "[[models]]\nname = \"emb\"\nbackend = \"embedded\"\nmodel = \"{}\"\nmax_tokens = 8\n",
+            gguf.display()
+        ),
+        off,
+    );
+    let err = run_err(&["run", "--config", cfg.to_str().unwrap()]);
+    assert!(err.contains("backend = \"llama-cpp\" runs any GGUF"), "{err}");
 }

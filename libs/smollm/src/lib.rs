@@ -102,6 +102,14 @@ fn unescape_jinja(s: &str) -> String {
     s.replace("\\n", "\n").replace("\\'", "'")
 }
 
+/// A GGUF's metadata string `key` (None: absent or not a string), read without its tensors: what a
+/// caller needs to know of a file before handing it to a runtime (its chat template, architecture).
+pub fn gguf_metadata_string(path: &Path, key: &str) -> Result<Option<String>> {
+    let mut r = BufReader::new(File::open(path).within(|| format!("opening {}", path.display()))?);
+    let ct = gguf_file::Content::read(&mut r).within(|| format!("{}: not a GGUF file", path.display()))?;
+    Ok(ct.metadata.get(key).and_then(|v| v.to_string().ok()).cloned())
+}
+
 fn md_str<'a>(ct: &'a gguf_file::Content, k: &str) -> Result<&'a String> {
     ct.metadata
         .get(k)
