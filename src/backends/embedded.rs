@@ -42,13 +42,8 @@ fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     if let Some(b) = loaded.get(&path) {
         return Ok(b.clone());
     }
-    let model = doc2ci_smollm::Embedded::load(&path).with_context(|| {
-        format!(
-            "loading the embedded model {} (the embedded kernel runs SmolLM-family GGUFs; \
-                 backend = \"llama-cpp\" runs any GGUF llama.cpp runs)",
-            path.display()
-        )
-    })?;
+    let model = doc2ci_smollm::Embedded::load(&path)
+        .with_context(|| format!("loading the embedded model {}", path.display()))?;
     let b = doc2ci_smollm::backend(Arc::new(model));
     loaded.insert(path, b.clone());
     Ok(b)

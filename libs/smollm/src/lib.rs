@@ -11,13 +11,13 @@
 //! Owns: running the weights it is given. Never fetches them (`doc2ci setup` does) or builds prompts.
 
 use std::fs::File;
-use std::io::{BufReader, Cursor, Read, Seek};
-use std::path::{Path, PathBuf};
+use std::io::{BufReader, Read};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{fail, Result, Within};
-use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
@@ -62,7 +62,9 @@ pub struct ChatTemplate {
 
 impl ChatTemplate {
     pub fn from_jinja(t: &str) -> Result<ChatTemplate> {
-        if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && t.contains("message['role']")) {
+        // Jinja spells the role both ways (Qwen2.5 writes `message.role`).
+        let role = t.contains("message['role']") || t.contains("message.role") || t.contains("message[\"role\"]");
+        if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && role) {
             fail!(
                 Unsupported,
                 "chat template is not ChatML (only ChatML is supported): {}",
@@ -178,67 +180,78 @@ pub fn tokenizer_from_gguf(ct: &gguf_file::Content) -> Result<tokenizers::Tokeni
     Ok(tok)
 }
 
-/// `<stem>.q8_0.gguf` next to the original.
-pub fn q8_cache_path(gguf: &Path) -> PathBuf {
-    let stem = gguf.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-    gguf.with_file_name(format!("{stem}.q8_0.gguf"))
-}
+/// Block types the decoding kernel reads as they are in the file.
+const OWN_BLOCKS: [GgmlDType; 3] = [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4_1];
+/// Unquantized types: read exactly for the prompt, and quantized to Q8_0 blocks for decoding.
+const DENSE: [GgmlDType; 3] = [GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16];
+/// Pre-tokenizers this tokenizer reproduces: every digit alone then GPT-2's regex, or GPT-2's alone.
+const PRE_DIGITS: [&str; 7] = ["smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"];
+const PRE_GPT2: [&str; 2] = ["gpt-2", "gpt2"];
 
-/// Block types the decoding kernel does not read, so a Q8_0 copy of them is made once.
-fn needs_q8_copy(dtype: GgmlDType) -> bool {
-    matches!(dtype, GgmlDType::Q5_0 | GgmlDType::Q5_1)
-}
-
-/// The GGUF with every tensor in a block type the decoding kernel does not read (Q5) re-quantized
-/// to Q8_0; other tensors and all metadata unchanged.
-pub fn convert_to_q8_0(ct: &gguf_file::Content, reader: &mut (impl Read + Seek)) -> Result<Vec<u8>> {
-    let dev = Device::Cpu;
-    let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
-    names.sort();
-    let mut tensors: Vec<(String, QTensor)> = Vec::with_capacity(names.len());
-    for name in names {
-        let q = ct.tensor(reader, name, &dev)?;
-        let q = match q.dtype() {
-            d if needs_q8_copy(d) => {
-                QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0).within(|| format!("re-quantizing {name}"))?
-            }
-            _ => q,
-        };
-        tensors.push((name.clone(), q));
+/// Everything in `ct` the embedded kernel cannot run as the file says, checked before anything
+/// loads: one message naming each (architecture, tokenizer, pre-tokenizer, tensor types, chat
+/// template) and the backend that runs it. Nothing is converted, nothing written beside the file.
+pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
+    let s = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
+    let mut why = Vec::new();
+    match s("general.architecture").as_deref() {
+        Some("llama") => {}
+        a => why.push(format!("architecture {} (only llama)", a.unwrap_or("(none)"))),
     }
-    let mut meta: Vec<(&str, &gguf_file::Value)> = ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    meta.sort_by(|a, b| a.0.cmp(b.0));
-    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
-    let mut out = Cursor::new(Vec::new());
-    gguf_file::write(&mut out, &meta, &tensors)?;
-    Ok(out.into_inner())
-}
-
-/// Q8_0 weights: the cache next to `gguf` when it is newer than it, else converted now (and cached if writable).
-fn q8_weights(gguf: &Path) -> Result<(Vec<u8>, String)> {
-    let cache = q8_cache_path(gguf);
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(c), Some(o)) = (mtime(&cache), mtime(gguf)) {
-        if c >= o {
-            if let Ok(bytes) = std::fs::read(&cache) {
-                if gguf_file::Content::read(&mut Cursor::new(&bytes)).is_ok() {
-                    return Ok((bytes, cache.display().to_string()));
-                }
+    match s("tokenizer.ggml.model").as_deref() {
+        Some("gpt2") => match s("tokenizer.ggml.pre").as_deref() {
+            Some(p) if PRE_DIGITS.contains(&p) || PRE_GPT2.contains(&p) => {}
+            p => why.push(format!("pre-tokenizer {} (not one this tokenizer reproduces)", p.unwrap_or("(none)"))),
+        },
+        m => why.push(format!("tokenizer {} (only byte-level BPE, gpt2)", m.unwrap_or("(none)"))),
+    }
+    let mut types: Vec<String> = ct
+        .tensor_infos
+        .values()
+        .map(|t| t.ggml_dtype)
+        .filter(|d| !OWN_BLOCKS.contains(d) && !DENSE.contains(d))
+        .map(|d| format!("{d:?}"))
+        .collect();
+    types.sort();
+    types.dedup();
+    if !types.is_empty() {
+        why.push(format!(
+            "tensor type {} (the kernel reads Q8_0, Q4_0, Q4_1 and unquantized weights)",
+            types.join(", ")
+        ));
+    }
+    match s("tokenizer.chat_template") {
+        Some(t) => {
+            if let Err(e) = ChatTemplate::from_jinja(&t) {
+                why.push(e.to_string());
             }
         }
+        None => why.push("no chat template".into()),
     }
-    let mut r = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
-    let ct = gguf_file::Content::read(&mut r).within(|| format!("{}: not a GGUF file", gguf.display()))?;
-    let bytes = convert_to_q8_0(&ct, &mut r).within(|| format!("converting {} to Q8_0", gguf.display()))?;
-    // Atomic publish; a read-only assets folder just means converting again next time (≈1 s).
-    let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
-    let source = if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &cache).is_ok() {
-        format!("{} (converted now)", cache.display())
+    if why.is_empty() {
+        return Ok(());
+    }
+    fail!(
+        Unsupported,
+        "{}: the embedded kernel does not run {}; backend = \"llama-cpp\" runs any GGUF llama.cpp runs",
+        gguf.display(),
+        why.join("; ")
+    )
+}
+
+/// Why a file candle cannot parse was refused: a GGUF in a newer format or tensor type (I-quants),
+/// or not a GGUF at all.
+fn unreadable(gguf: &Path, e: impl std::fmt::Display) -> Error {
+    let mut magic = [0u8; 4];
+    let is_gguf = File::open(gguf).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"GGUF";
+    if is_gguf {
+        Error::Unsupported(format!(
+            "{}: a GGUF the embedded kernel cannot read ({e}); backend = \"llama-cpp\" runs any GGUF llama.cpp runs",
+            gguf.display()
+        ))
     } else {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{} converted in memory", gguf.display())
-    };
-    Ok((bytes, source))
+        Error::Unsupported(format!("{}: not a GGUF file", gguf.display()))
+    }
 }
 
 /// One generation request of a batch.
@@ -267,10 +280,11 @@ impl Embedded {
     pub fn load(gguf: &Path) -> Result<Embedded> {
         let open = || -> Result<_> {
             let mut r = BufReader::new(File::open(gguf).within(|| format!("opening {}", gguf.display()))?);
-            let ct = gguf_file::Content::read(&mut r).within(|| format!("{}: not a GGUF file", gguf.display()))?;
+            let ct = gguf_file::Content::read(&mut r).map_err(|e| unreadable(gguf, e))?;
             Ok((ct, r))
         };
         let (ct, mut r) = open()?;
+        check_runnable(&ct, gguf)?;
         let tokenizer = tokenizer_from_gguf(&ct).within(|| format!("tokenizer of {}", gguf.display()))?;
         let template = ChatTemplate::from_jinja(md_str(&ct, "tokenizer.chat_template")?)?;
         let mut stop = Vec::new();
@@ -288,18 +302,17 @@ impl Embedded {
             .and_then(|v| v.to_string().ok())
             .cloned()
             .unwrap_or_else(|| gguf.file_stem().unwrap_or_default().to_string_lossy().to_string());
-        // Prefill weights come from the file, exactly as quantized there; so do the decoding ones
-        // where the kernel reads the file's blocks (Q8_0, Q4_0, Q4_1), and no copy is made.
-        let loading = || format!("loading {}", gguf.display());
-        let (model, weights_source) = if ct.tensor_infos.values().any(|t| needs_q8_copy(t.ggml_dtype)) {
-            let (bytes, source) = q8_weights(gguf)?;
-            let mut q = Cursor::new(&bytes);
-            let qct = gguf_file::Content::read(&mut q).within(|| source.clone())?;
-            (llama::Llama::load((&ct, &mut r), (&qct, &mut q), &Device::Cpu).within(loading)?, source)
+        // Prefill weights come from the file, exactly; so do the decoding ones where the kernel
+        // reads the file's blocks (Q8_0, Q4_0, Q4_1). Unquantized matrices are quantized to Q8_0
+        // blocks in memory for decoding, and the load says so.
+        let (same, mut r2) = open()?;
+        let model = llama::Llama::load((&ct, &mut r), (&same, &mut r2), &Device::Cpu)
+            .within(|| format!("loading {}", gguf.display()))?;
+        let dense = ct.tensor_infos.values().any(|t| t.shape.dims().len() == 2 && DENSE.contains(&t.ggml_dtype));
+        let weights_source = if dense {
+            format!("{} (its own blocks; unquantized matrices as Q8_0 blocks for decoding)", gguf.display())
         } else {
-            let (same, mut r2) = open()?;
-            let model = llama::Llama::load((&ct, &mut r), (&same, &mut r2), &Device::Cpu).within(loading)?;
-            (model, format!("{} (its own blocks)", gguf.display()))
+            format!("{} (its own blocks)", gguf.display())
         };
         let context = model.context;
         Ok(Embedded {

@@ -128,19 +128,24 @@ async fn backend_adapter_serves_concurrent_requests() {
 fn decoding_reads_the_files_own_q4_blocks_and_writes_no_copy() {
     let m = model();
     assert!(m.weights_source.ends_with("(its own blocks)"), "{}", m.weights_source);
-    let copy = doc2ci_smollm::q8_cache_path(&gguf());
-    let before = std::fs::metadata(&copy).and_then(|m| m.modified()).ok();
+    let dir = gguf().parent().unwrap().to_path_buf();
+    let listing = || {
+        let mut v: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = listing();
     let _ = Embedded::load(&gguf()).unwrap();
-    assert_eq!(std::fs::metadata(&copy).and_then(|m| m.modified()).ok(), before, "a Q8_0 copy was written");
+    assert_eq!(listing(), before, "a file was written beside the weights");
 }
 
 /// A file in a block type the kernel does not read (Q5_0, made here from the Q4_1 file's weights)
-/// decodes from a Q8_0 copy, converted once, cached next to it and read back the next time.
+/// is refused before loading, with a message that names the type and the backend that runs it;
+/// nothing is converted and nothing is written beside it.
 #[test]
-fn q5_files_decode_from_a_q8_0_copy_cached_next_to_them() {
+fn files_the_kernel_cannot_run_are_refused_with_what_runs_them() {
     use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
-    let dir = std::env::temp_dir().join(format!("doc2ci-q5-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile_dir("q5");
     let q5 = dir.join("smollm2-q5_0.gguf");
     let dev = candle_core::Device::Cpu;
     let mut r = std::io::BufReader::new(std::fs::File::open(gguf()).unwrap());
@@ -154,23 +159,51 @@ fn q5_files_decode_from_a_q8_0_copy_cached_next_to_them() {
         };
         tensors.push((name.clone(), q));
     }
-    let meta: Vec<(&str, &gguf_file::Value)> = ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
-    gguf_file::write(&mut std::fs::File::create(&q5).unwrap(), &meta, &tensors).unwrap();
+    let write = |path: &std::path::Path, meta: &[(&str, &gguf_file::Value)]| {
+        gguf_file::write(&mut std::fs::File::create(path).unwrap(), meta, &tensors).unwrap();
+    };
+    let meta: Vec<(&str, &gguf_file::Value)> = ct.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    write(&q5, &meta);
+    let err = Embedded::load(&q5).err().expect("a Q5_0 file is refused").to_string();
+    assert!(err.contains("tensor type Q5_0") && err.contains("backend = \"llama-cpp\""), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "nothing written beside the file");
 
-    let first = Embedded::load(&q5).unwrap();
-    let copy = doc2ci_smollm::q8_cache_path(&q5);
-    assert!(copy.exists(), "{} not written", copy.display());
-    assert!(first.weights_source.contains("converted now"), "{}", first.weights_source);
-    let again = Embedded::load(&q5).unwrap();
-    assert!(again.weights_source.starts_with(&copy.display().to_string()), "{}", again.weights_source);
-    assert!(!again.weights_source.contains("converted"), "{}", again.weights_source);
-    // The copy decodes like the file: the same greedy answer from both loads, and a real one.
-    let msgs = vec![Message::new("user", "What is 2+2?")];
-    let (a, b) = (first.generate(&msgs, 12, 0.0, None).unwrap(), again.generate(&msgs, 12, 0.0, None).unwrap());
-    assert_eq!(a.text, b.text);
-    assert!(a.text.contains('4'), "{:?}", a.text);
+    // Every reason at once: another architecture, tokenizer and template.
+    let (arch, tok, tmpl) = (
+        gguf_file::Value::String("qwen2".into()),
+        gguf_file::Value::String("llama".into()),
+        gguf_file::Value::String(
+            "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}".into(),
+        ),
+    );
+    let meta: Vec<(&str, &gguf_file::Value)> = ct
+        .metadata
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "general.architecture" => (k.as_str(), &arch),
+            "tokenizer.ggml.model" => (k.as_str(), &tok),
+            "tokenizer.chat_template" => (k.as_str(), &tmpl),
+            _ => (k.as_str(), v),
+        })
+        .collect();
+    let other = dir.join("other.gguf");
+    write(&other, &meta);
+    let err = Embedded::load(&other).err().expect("refused").to_string();
+    for part in ["architecture qwen2", "tokenizer llama", "tensor type Q5_0", "chat template is not ChatML"] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    std::fs::write(dir.join("text.gguf"), "not a model").unwrap();
+    let err = Embedded::load(&dir.join("text.gguf")).err().expect("refused").to_string();
+    assert!(err.contains("text.gguf: not a GGUF file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempfile_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("doc2ci-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Decoding several sequences in one batch changes nothing in any of them: each answer (greedy, and
