@@ -28,7 +28,7 @@ pub fn covered_by(file: &str) -> &'static [&'static str] {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
     use syn::visit::Visit;
 

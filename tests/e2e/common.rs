@@ -119,17 +119,22 @@ pub fn duck(wh: &Path, sql: &str) -> Vec<Vec<serde_json::Value>> {
 }
 
 /// `doc2ci run --config config` with a pause at every checkpointed batch, killed with SIGKILL once
-/// `done()` holds (or after 60 s): a kill that lands mid-stage.
+/// `done()` holds (or after 120 s): a kill that lands mid-stage.
 pub fn run_killed_when(config: &str, done: impl Fn() -> bool) {
+    run_killed_with(config, ("DOC2CI_TEST_BATCH_DELAY_MS", "150"), done)
+}
+
+/// As [`run_killed_when`], with the engine's pause `hook` (the variable, milliseconds) instead.
+pub fn run_killed_with(config: &str, hook: (&str, &str), done: impl Fn() -> bool) {
     let mut child = doc2ci(&["run", "--config", config])
-        .env("DOC2CI_TEST_BATCH_DELAY_MS", "150")
+        .env(hook.0, hook.1)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while !done() && t0.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    while !done() && t0.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

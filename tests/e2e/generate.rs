@@ -44,6 +44,9 @@ pub(crate) fn study(dir: &Path, docs: &Path, models: &str, extra: &str) -> PathB
     p
 }
 
+/// Generation alone, one request per checkpointed batch: the kill tests' stage settings.
+pub(crate) const GENERATE_ONLY: &str = "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n";
+
 pub(crate) const GENS: &str = "read_parquet('{wh}/generations/**/*.parquet', hive_partitioning=true)";
 
 #[test]
@@ -89,7 +92,7 @@ fn embedded_model_generates_real_text_and_stores_it() {
     assert!(run_ok(&["run", "--config", cfg.to_str().unwrap()]).contains("nothing to do"));
 }
 
-fn walk_files(d: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk_files(d: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
         if e.path().is_dir() {
@@ -101,36 +104,25 @@ fn walk_files(d: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The first `n` real pairs answered by the embedded SmolLM2 (16 tokens), generation alone.
+fn smollm2_generates(dir: &Path, n: usize) -> PathBuf {
+    let docs = small_docs(dir, n, None);
+    study(dir, &docs, "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n", GENERATE_ONLY)
+}
+
 #[test]
 fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
     let dir = tempfile::tempdir().unwrap();
-    let docs = small_docs(dir.path(), 6, None);
-    let cfg = study(
-        dir.path(),
-        &docs,
-        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n",
-        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
-    );
+    let cfg = smollm2_generates(dir.path(), 6);
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c])
-        .env("DOC2CI_TEST_BATCH_DELAY_MS", "1500")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let ck = dir.path().join("wh/_doc2ci/checkpoints");
-    let t0 = Instant::now();
     let batches = |ck: &Path| {
         walk_files(ck)
             .into_iter()
             .filter(|p| p.to_string_lossy().contains("generations") && p.extension().is_some_and(|e| e == "parquet"))
             .collect::<Vec<_>>()
     };
-    while batches(&ck).len() < 2 && t0.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    run_killed_with(c, ("DOC2CI_TEST_BATCH_DELAY_MS", "1500"), || batches(&ck).len() >= 2);
     let before = batches(&ck);
     assert!(before.len() >= 2 && before.len() < 6, "killed mid-generation: {} batches", before.len());
     // What the killed run had finished, as DuckDB reads the checkpoint files.
@@ -165,28 +157,12 @@ fn kill_9_mid_generation_then_rerun_generates_each_pair_once() {
 #[test]
 fn kill_9_between_publish_and_record_asks_nothing_again() {
     let dir = tempfile::tempdir().unwrap();
-    let docs = small_docs(dir.path(), 3, None);
-    let cfg = study(
-        dir.path(),
-        &docs,
-        "[[models]]\nname = \"smollm2\"\nbackend = \"embedded\"\nmax_tokens = 16\n",
-        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
-    );
+    let cfg = smollm2_generates(dir.path(), 3);
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c])
-        .env("DOC2CI_TEST_PUBLISHED_DELAY_MS", "1500")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let gens = dir.path().join("wh/generations");
     let landed = |d: &Path| walk_files(d).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")).count();
-    let t0 = Instant::now();
-    while landed(&gens) == 0 && t0.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL, inside the pause after the rename
-    child.wait().unwrap();
+    // Killed inside the pause after the rename.
+    run_killed_with(c, ("DOC2CI_TEST_PUBLISHED_DELAY_MS", "1500"), || landed(&gens) > 0);
     assert_eq!(landed(&gens), 1, "the generations partition landed before the kill");
     let first = duck(&dir.path().join("wh"), &format!("SELECT pair_id, latency_ms, raw_output FROM {GENS} ORDER BY 1"));
     assert_eq!(first.len(), 3);

@@ -5,9 +5,9 @@
 //! message that names them and says what to do.
 
 use crate::common::*;
-use crate::generate::{small_docs, study, GENS};
+use crate::generate::{small_docs, study, walk_files, GENERATE_ONLY, GENS};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn smollm2_gguf() -> PathBuf {
@@ -42,16 +42,6 @@ fn none_left(needle: &str) -> bool {
     servers_of(needle).is_empty()
 }
 
-fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-        if e.path().is_dir() {
-            walk(&e.path(), out);
-        } else {
-            out.push(e.path());
-        }
-    }
-}
-
 #[test]
 fn llama_cpp_backend_generates_dies_with_doc2ci_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,29 +55,19 @@ fn llama_cpp_backend_generates_dies_with_doc2ci_and_resumes() {
         &docs,
         "[[models]]\nname = \"lc\"\nbackend = \"llama-cpp\"\nmodel = \"weights/smol.gguf\"\nmax_tokens = 24\n\
          parallel = 2\nthreads = 1\nctx_size = 2048\n",
-        "[stages.generate]\nbatch_size = 1\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n\
-         [stages.lint]\nenabled = false\n",
+        GENERATE_ONLY,
     );
     let c = cfg.to_str().unwrap();
-    let mut child = doc2ci(&["run", "--config", c])
-        .env("DOC2CI_TEST_BATCH_DELAY_MS", "700")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let ck = dir.path().join("wh/_doc2ci/checkpoints");
-    let batches = || {
-        let mut v = Vec::new();
-        walk(&ck, &mut v);
-        v.into_iter().filter(|p| p.to_string_lossy().contains("generations")).count()
-    };
-    let t0 = Instant::now();
-    while batches() < 2 && t0.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!servers_of(&needle).is_empty(), "llama.cpp's server runs while doc2ci generates");
-    child.kill().unwrap(); // SIGKILL: no destructor, no exit handler runs
-    child.wait().unwrap();
+    let batches = || walk_files(&ck).into_iter().filter(|p| p.to_string_lossy().contains("generations")).count();
+    // Whether llama.cpp's server ran while doc2ci generated, seen at the moment of the kill.
+    let served = std::cell::Cell::new(false);
+    run_killed_with(c, ("DOC2CI_TEST_BATCH_DELAY_MS", "700"), || {
+        let due = batches() >= 2;
+        served.set(due && !servers_of(&needle).is_empty());
+        due
+    });
+    assert!(served.get(), "llama.cpp's server runs while doc2ci generates");
     assert!(none_left(&needle), "a server outlived doc2ci's kill -9: {:?}", servers_of(&needle));
 
     let out = run_ok(&["run", "--config", c]);
