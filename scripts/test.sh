@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/deps.sh test
 ./scripts/lock.sh
+# Formatting of every tracked Rust file (not `cargo fmt`: the registry macros hide their modules from it).
+git ls-files -z '*.rs' | xargs -0 rustfmt --check --edition 2021
 # A test that finds a peer missing fails instead of falling back to recorded results.
 export DOC2CI_REQUIRE_PEERS=1
 python3 scripts/check_peers.py
