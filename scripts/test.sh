@@ -8,6 +8,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 ./scripts/lock.sh
 # Formatting of every tracked Rust file (not `cargo fmt`: the registry macros hide their modules from it).
 git ls-files -z '*.rs' | xargs -0 rustfmt --check --edition 2021
+# clippy on everything, tests included; what the project allows is in Cargo.toml's [workspace.lints].
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 # A test that finds a peer missing fails instead of falling back to recorded results.
 export DOC2CI_REQUIRE_PEERS=1
 python3 scripts/check_peers.py

@@ -65,7 +65,7 @@ pub fn embed(wh: &Warehouse, texts: &[&str]) -> Result<(Vec<Arc<Vec<f32>>>, usiz
     let mut guard = CACHE.lock().map_err(|_| anyhow!("embedding cache poisoned by an earlier panic"))?;
     let model_id = assets::pinned_sha256(EMBED_MODEL).unwrap_or_else(|| "unpinned".into());
     let dir = wh.meta().join("cache/embeddings").join(&model_id[..16.min(model_id.len())]);
-    if guard.as_ref().map_or(true, |c| c.dir != dir) {
+    if guard.as_ref().is_none_or(|c| c.dir != dir) {
         let mut vectors = HashMap::new();
         for f in warehouse::parquet_files(&dir) {
             match warehouse::read_file_rows::<Embedding>(&f, None) {

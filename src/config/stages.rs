@@ -91,6 +91,7 @@ fn default_title() -> String {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(Default)]
 pub struct GenerateParams {
     /// Requests per checkpointed batch: a killed run loses at most one batch of answers.
     /// Default: enough to keep every endpoint busy (16, or 2 × concurrency × endpoints).
@@ -99,12 +100,6 @@ pub struct GenerateParams {
     /// Budget of the whole run over every priced model (a model's own `max_cost` binds too).
     #[serde(default)]
     pub max_cost: Option<f64>,
-}
-
-impl Default for GenerateParams {
-    fn default() -> Self {
-        Self { batch_size: None, max_cost: None }
-    }
 }
 
 /// Schema-guided repair (SPEC §1).

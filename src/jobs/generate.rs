@@ -331,9 +331,9 @@ pub(super) fn run_items(
         let (_local, handle) = runtime()?;
         let bar = ui.bar(todo.len() as u64, &format!("requests of {service}/{model_name} round {round}"));
         let cache = ask.cache.as_ref().map(RequestCache::new);
-        let asked;
+
         let budget = crate::backends::Budget::new(&m.name, g, ask.run_max_cost);
-        asked = handle.block_on(async {
+        let asked = handle.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             let mut next = 0usize;
             loop {

@@ -223,7 +223,7 @@ where
             }
             Err(e) => bail!("{name}:{}: {}", e.line, e.message),
         }
-        if consumed % file.batch_size == 0 {
+        if consumed.is_multiple_of(file.batch_size) {
             batches.commit(std::mem::take(&mut batch), consumed, skipped)?;
         }
     }

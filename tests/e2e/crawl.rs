@@ -176,7 +176,7 @@ fn http_backend_extracts_the_golden_pairs_and_dedupe_folds_copies() {
     // Dedupe: the copies under second paths fold (exact duplicates; normalized mode).
     let counts = duckdb(&wh);
     let kept = counts["pairs"]["rows"].as_u64().unwrap();
-    assert!(kept < 181 && kept >= 140, "pairs after dedupe: {kept}");
+    assert!((140..181).contains(&kept), "pairs after dedupe: {kept}");
     // Re-running does nothing; a selector change re-extracts without re-crawling.
     let again = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(again.contains("nothing to do"), "{again}");

@@ -425,7 +425,7 @@ impl Pool {
                 continue;
             }
             let load = self.endpoints[i].load.load(Ordering::Relaxed);
-            if best.map_or(true, |(_, l)| load < l) {
+            if best.is_none_or(|(_, l)| load < l) {
                 best = Some((i, load));
             }
         }

@@ -88,7 +88,7 @@ impl Q8Matrix {
     /// bytes; Q4_0 = f16 scale, 16 bytes of nibbles (low nibbles values 0..16, high ones 16..32);
     /// Q4_1 = f16 scale, f16 offset, the same nibbles. `k` must be a multiple of 64.
     pub fn from_blocks(kind: Blocks, bytes: &[u8], n: usize, k: usize) -> Result<Q8Matrix> {
-        if k % 64 != 0 || bytes.len() != n * (k / QK) * kind.bytes() {
+        if !k.is_multiple_of(64) || bytes.len() != n * (k / QK) * kind.bytes() {
             fail!(Unsupported, "{kind:?} matrix ({n}, {k}): {} bytes, or k not a multiple of 64", bytes.len());
         }
         let blocks = n * k / QK;
@@ -414,11 +414,11 @@ mod tests {
         let x: Vec<f32> = (0..k).map(|_| lcg(&mut seed)).collect();
         let acts = quantize(&x, k);
         let got = m.matmul(&x, 1);
-        for j in 0..n {
+        for (j, g) in got.iter().enumerate() {
             let mut o = [0f32];
             let w = m.row(j);
             dot_rows_scalar(&w, &acts, k, &mut o);
-            assert!((got[j] - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()), "column {j}: {} vs {}", got[j], o[0]);
+            assert!((g - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()), "column {j}: {g} vs {}", o[0]);
         }
     }
 

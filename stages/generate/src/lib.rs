@@ -81,7 +81,7 @@ pub struct Prompter<'a> {
 
 impl<'a> Prompter<'a> {
     pub fn new(service_display: &str, pairs: &'a [Pair], opts: PromptOptions) -> Self {
-        let index = (opts.retrieval > 0).then(|| Bm25::new(pairs.iter().map(|p| section_text(p))));
+        let index = (opts.retrieval > 0).then(|| Bm25::new(pairs.iter().map(section_text)));
         Self { display: service_display.to_string(), pairs, opts, index }
     }
 

@@ -433,7 +433,7 @@ impl<'a> Attacher<'a> {
         if !kept {
             return Ok(None);
         }
-        let degenerate = out.output.as_deref().map_or(true, |o| o.trim().is_empty());
+        let degenerate = out.output.as_deref().is_none_or(|o| o.trim().is_empty());
         Ok(Some(Generation {
             pair_id: pair.pair_id.clone(),
             service: self.service.clone(),

@@ -215,7 +215,7 @@ pub fn complete(service: Service, text: &str) -> Completion {
     let shaped = match (service, &value) {
         (Service::GithubActions, Value::Map(m)) => github_map(m),
         (Service::GithubActions, Value::Seq(items)) => {
-            items.iter().all(|i| is_gha_step(i)).then(|| Shape::inside("steps", GHA_STEPS_HEAD, 6, ""))
+            items.iter().all(is_gha_step).then(|| Shape::inside("steps", GHA_STEPS_HEAD, 6, ""))
         }
         (Service::CircleCi, Value::Map(m)) => circleci_map(m),
         (Service::CircleCi, Value::Seq(items)) => items.iter().all(is_cci_step).then(|| {

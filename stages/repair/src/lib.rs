@@ -84,10 +84,10 @@ pub fn summary(
         .map(|vs| vs.iter().filter(|v| v.schema_ok).map(|v| (v.pair_id.clone(), v.sample)).collect())
         .unwrap_or_default();
     let mut out = Vec::new();
-    for k in 1..gens.len() {
+    for (k, round) in gens.iter().enumerate().skip(1) {
         let valid_before = valid.len() as u64;
-        let attempted = gens[k].len() as u64;
-        let errors = gens[k].iter().filter(|g| g.error.is_some()).count() as u64;
+        let attempted = round.len() as u64;
+        let errors = round.iter().filter(|g| g.error.is_some()).count() as u64;
         let mut fixed = 0u64;
         for v in vals.get(k).map_or(&[][..], |v| &v[..]) {
             if v.schema_ok && valid.insert((v.pair_id.clone(), v.sample)) {

@@ -175,7 +175,7 @@ fn pct(v: Option<f64>) -> String {
 pub fn fmt_p(p: Option<f64>) -> String {
     match p {
         None => "–".into(),
-        Some(p) if p == 0.0 => "< 1e-300".into(),
+        Some(0.0) => "< 1e-300".into(),
         Some(p) if p < 1e-3 => format!("{p:.1e}"),
         Some(p) => format!("{p:.3}"),
     }
@@ -637,21 +637,21 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         esc(&summary)
     );
     if let Some(n) = &note {
-        let _ = write!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>\n", esc(n));
+        let _ = writeln!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>", esc(n));
     }
     if browse {
         html.push_str("<p class=\"browse\"><a href=\"samples.html\">Browse every output →</a> filter by service, model, validity and metric; see each pair's description, reference and every model's answer with a diff, its scores, schema errors and repair rounds.</p>\n");
     }
     if let Some(svg) = &headline {
         let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
-        let _ = write!(html, "<figure id=\"headline\">{body}<figcaption>{}</figcaption></figure>\n", esc(HEADLINE));
+        let _ = writeln!(html, "<figure id=\"headline\">{body}<figcaption>{}</figcaption></figure>", esc(HEADLINE));
     }
     for t in tables.iter().filter(|t| !t.rows.is_empty()) {
         html.push_str(&t.html());
     }
     for (name, caption, svg) in &figs {
         let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
-        let _ = write!(html, "<figure id=\"{name}\">{body}<figcaption>{}</figcaption></figure>\n", esc(caption));
+        let _ = writeln!(html, "<figure id=\"{name}\">{body}<figcaption>{}</figcaption></figure>", esc(caption));
     }
     html.push_str("</body></html>\n");
     files.push(("index.html".into(), html));

@@ -375,7 +375,7 @@ mod tests {
     /// scored on its beginning and flagged, not prepared whole.
     #[test]
     fn huge_texts_are_capped_and_flagged() {
-        let ctx = CrystalContext::from_references(["on: push"].into_iter());
+        let ctx = CrystalContext::from_references(["on: push"]);
         let mut huge = String::from("jobs:\n");
         while huge.len() < 4 << 20 {
             huge.push_str("  - é: [a, b, c]\n");

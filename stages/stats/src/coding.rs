@@ -161,10 +161,10 @@ pub fn agreement(a: &[Coded], b: &[Coded]) -> Agreement {
 }
 
 /// Verdict shares and issue-category counts per value of a grouping (service, tier, type).
-pub fn taxonomy<'a>(
-    coded: &'a [Coded],
+pub fn taxonomy(
+    coded: &[Coded],
     group_of: impl Fn(&Coded) -> String,
-) -> BTreeMap<String, (BTreeMap<&'a str, usize>, BTreeMap<String, usize>)> {
+) -> BTreeMap<String, (BTreeMap<&str, usize>, BTreeMap<String, usize>)> {
     let mut out: BTreeMap<String, (BTreeMap<&str, usize>, BTreeMap<String, usize>)> = BTreeMap::new();
     for c in coded {
         let e = out.entry(group_of(c)).or_default();
