@@ -78,4 +78,48 @@ mod layout {
             assert!(!engine.contains(m), "the engine imports `{m}`: {engine:?}");
         }
     }
+
+    /// Issue 34: README's architecture section names every crate, every `src/` module and every
+    /// generative backend, so a newcomer finds each in it; one added without a word fails here.
+    #[test]
+    fn readme_architecture_names_every_crate_module_and_backend() {
+        let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let start = readme.find("\n## Architecture\n").expect("README has an Architecture section") + 1;
+        let rest = &readme[start..];
+        let section = &rest[..rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3)];
+        let entries = |dir: &str| -> Vec<(String, bool)> {
+            let mut v: Vec<(String, bool)> = std::fs::read_dir(root.join(dir))
+                .unwrap()
+                .flatten()
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path().is_dir()))
+                .collect();
+            v.sort();
+            v
+        };
+        let mut missing = Vec::new();
+        for dir in ["stages", "libs"] {
+            for (name, is_dir) in entries(dir) {
+                if is_dir && !section.contains(&format!("`{name}`")) {
+                    missing.push(format!("{dir}/{name}"));
+                }
+            }
+        }
+        for (name, is_dir) in entries("src") {
+            let want = match (is_dir, name.strip_suffix(".rs")) {
+                (true, _) => format!("`{name}/`"),
+                (false, Some("lib" | "main")) | (false, None) => continue,
+                (false, Some(_)) => format!("`{name}`"),
+            };
+            if !section.contains(&want) {
+                missing.push(format!("src/{name}"));
+            }
+        }
+        for k in crate::backends::BACKENDS {
+            if !section.contains(&format!("`{}`", k.name)) {
+                missing.push(format!("backend {}", k.name));
+            }
+        }
+        assert!(missing.is_empty(), "README's Architecture section does not name: {missing:?}");
+    }
 }
