@@ -38,6 +38,8 @@ pub const KIND: Kind = Kind {
 const SERVER_DIR: &str = "tools/xllamacpp";
 const SERVER_LIB: &str = "tools/xllamacpp/xllamacpp/xllamacpp.abi3.so";
 const RUNNER: &str = include_str!("llama_cpp.py");
+/// Context per slot when `ctx_size` is not given.
+const DEFAULT_CTX: u32 = 4096;
 /// A model file loads within this (a 7B Q4 from a cold disk takes tens of seconds).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -134,7 +136,7 @@ fn keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
         Some(c) if *c.get_ref() < 256 => {
             return cx.err(c.span(), "models.ctx_size", format!("model `{model}`: at least 256 tokens"))
         }
-        c => c.as_ref().map_or(4096, |c| *c.get_ref()),
+        c => c.as_ref().map_or(DEFAULT_CTX, |c| *c.get_ref()),
     };
     if ctx < g.key.max_tokens {
         return cx.err(
@@ -209,7 +211,7 @@ fn server(file: &Path, g: &GenSettings) -> Result<String> {
     };
     let args = serde_json::json!({
         "model": file, "threads": threads, "parallel": g.local.slots.max(1),
-        "ctx": g.key.num_ctx.unwrap_or(4096), "alias": "doc2ci", "template": template, "jinja": jinja,
+        "ctx": g.key.num_ctx.unwrap_or(DEFAULT_CTX), "alias": "doc2ci", "template": template, "jinja": jinja,
     })
     .to_string();
     let mut running =
