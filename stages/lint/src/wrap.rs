@@ -31,11 +31,14 @@
 //! zizmor asks of a workflow; where the fragment owns the workflow level (`workflow`), the wrapper
 //! writes after it, so a finding about the workflow as a whole is the fragment's.
 
-use doc2ci_validate::{is_fragment, Service, GITLAB_GLOBAL_KEYWORDS as GITLAB_GLOBAL};
+use doc2ci_sem::{self as sem, Shape};
+#[cfg(test)]
+use doc2ci_validate::is_fragment;
+use doc2ci_validate::Service;
 use doc2ci_yaml::{Limits, Map, Value};
 
 /// The name of the job that holds a fragment (its findings are the fragment's).
-pub const FRAGMENT_JOB: &str = "doc2ci-fragment";
+pub const FRAGMENT_JOB: &str = sem::FRAGMENT_JOB;
 /// The name of a stub the wrapper adds (findings naming it are the wrapper's).
 pub const WRAPPER_JOB: &str = "doc2ci-wrapper";
 
@@ -73,134 +76,6 @@ impl Wrapped {
     }
 }
 
-const GHA_WORKFLOW: &[&str] = &["name", "run-name", "on", "permissions", "env", "defaults", "concurrency", "jobs"];
-const GHA_JOB: &[&str] = &[
-    "name",
-    "permissions",
-    "needs",
-    "if",
-    "runs-on",
-    "environment",
-    "concurrency",
-    "outputs",
-    "env",
-    "defaults",
-    "steps",
-    "timeout-minutes",
-    "strategy",
-    "continue-on-error",
-    "container",
-    "services",
-    "uses",
-    "with",
-    "secrets",
-    "snapshot",
-];
-const GHA_STEP: &[&str] = &[
-    "id",
-    "if",
-    "name",
-    "uses",
-    "run",
-    "shell",
-    "with",
-    "env",
-    "continue-on-error",
-    "timeout-minutes",
-    "working-directory",
-];
-const GHA_EVENTS: &[&str] = &[
-    "branch_protection_rule",
-    "check_run",
-    "check_suite",
-    "create",
-    "delete",
-    "deployment",
-    "deployment_status",
-    "discussion",
-    "discussion_comment",
-    "fork",
-    "gollum",
-    "issue_comment",
-    "issues",
-    "label",
-    "merge_group",
-    "milestone",
-    "page_build",
-    "project",
-    "project_card",
-    "project_column",
-    "public",
-    "pull_request",
-    "pull_request_review",
-    "pull_request_review_comment",
-    "pull_request_target",
-    "push",
-    "registry_package",
-    "release",
-    "repository_dispatch",
-    "schedule",
-    "status",
-    "watch",
-    "workflow_call",
-    "workflow_dispatch",
-    "workflow_run",
-];
-const CCI_TOP: &[&str] = &["version", "setup", "orbs", "commands", "executors", "jobs", "workflows", "parameters"];
-const CCI_JOB: &[&str] = &[
-    "docker",
-    "machine",
-    "macos",
-    "executor",
-    "steps",
-    "resource_class",
-    "parallelism",
-    "environment",
-    "working_directory",
-    "parameters",
-    "shell",
-    "circleci_ip_ranges",
-    "description",
-];
-const GITLAB_JOB: &[&str] = &[
-    "script",
-    "run",
-    "stage",
-    "image",
-    "services",
-    "before_script",
-    "after_script",
-    "rules",
-    "needs",
-    "artifacts",
-    "cache",
-    "variables",
-    "only",
-    "except",
-    "tags",
-    "when",
-    "allow_failure",
-    "environment",
-    "dependencies",
-    "extends",
-    "retry",
-    "timeout",
-    "parallel",
-    "trigger",
-    "coverage",
-    "interruptible",
-    "resource_group",
-    "release",
-    "pages",
-    "secrets",
-    "inherit",
-    "id_tokens",
-    "hooks",
-    "identity",
-    "manual_confirmation",
-    "start_in",
-];
-
 const GHA_STUB: &str = "jobs:\n  doc2ci-wrapper:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo doc2ci\n";
 const GHA_JOB_HEAD: &str = "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n";
 const CCI_EXECUTOR: &str = "    docker:\n      - image: cimg/base:current\n";
@@ -209,30 +84,20 @@ const CCI_EXECUTOR: &str = "    docker:\n      - image: cimg/base:current\n";
 pub fn complete(service: Service, text: &str) -> Completion {
     // The validate stage's loader and bounds: a text it refuses is judged as written.
     let Ok(value) = doc2ci_yaml::load(text, &Limits::default()) else { return Completion::Standalone };
-    if !is_fragment(service, &value) {
-        return Completion::Standalone;
-    }
-    let shaped = match (service, &value) {
-        (Service::GithubActions, Value::Map(m)) => github_map(m),
-        (Service::GithubActions, Value::Seq(items)) => {
-            items.iter().all(is_gha_step).then(|| Shape::inside("steps", GHA_STEPS_HEAD, 6, ""))
-        }
-        (Service::CircleCi, Value::Map(m)) => circleci_map(m),
-        (Service::CircleCi, Value::Seq(items)) => items.iter().all(is_cci_step).then(|| {
+    let shaped = match (sem::shape(service.sem(), &value), &value) {
+        (Shape::File, _) => return Completion::Standalone,
+        (Shape::Unknown, _) => None,
+        (shape, Value::Map(m)) => Some(map_completion(service, shape, m)),
+        (Shape::Steps, _) if service == Service::GithubActions => Some(Texts::inside("steps", GHA_STEPS_HEAD, 6, "")),
+        (Shape::Steps, _) => {
             let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{CCI_EXECUTOR}    steps:\n");
-            Shape::inside_owned("steps", head, 6, cci_workflow(&[FRAGMENT_JOB.to_string()]))
-        }),
-        (Service::GitlabCi, Value::Map(m)) => gitlab_map(m),
-        (Service::GitlabCi, Value::Seq(items)) => items
-            .iter()
-            .all(|i| i.scalar_text().is_some())
-            .then(|| Shape::inside("script", "doc2ci-fragment:\n  script:\n", 4, "")),
-        (Service::TravisCi, Value::Map(_)) => Some(Shape::inside("section", "language: shell\n", 0, "")),
-        (Service::TravisCi, Value::Seq(items)) => items
-            .iter()
-            .all(|i| i.scalar_text().is_some())
-            .then(|| Shape::inside("script", "language: shell\nscript:\n", 2, "")),
-        _ => None,
+            Some(Texts::inside_owned("steps", head, 6, cci_workflow(&[FRAGMENT_JOB.to_string()])))
+        }
+        (Shape::Script, _) if service == Service::GitlabCi => {
+            Some(Texts::inside("script", "doc2ci-fragment:\n  script:\n", 4, ""))
+        }
+        (Shape::Script, _) => Some(Texts::inside("script", "language: shell\nscript:\n", 2, "")),
+        (shape, _) => unreachable!("a {shape:?} fragment is a mapping"),
     };
     match shaped {
         Some(s) => Completion::Wrapped(s.apply(text)),
@@ -244,30 +109,34 @@ const GHA_STEPS_HEAD: &str =
     "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n    runs-on: ubuntu-latest\n    steps:\n";
 
 /// A completion before it is applied to the text.
-struct Shape {
+struct Texts {
     rule: &'static str,
     head: String,
     indent: u32,
     tail: String,
 }
 
-impl Shape {
-    fn inside(rule: &'static str, head: &str, indent: u32, tail: &str) -> Shape {
-        Shape { rule, head: head.into(), indent, tail: tail.into() }
+impl Texts {
+    fn inside(rule: &'static str, head: &str, indent: u32, tail: &str) -> Texts {
+        Texts { rule, head: head.into(), indent, tail: tail.into() }
     }
-    fn inside_owned(rule: &'static str, head: String, indent: u32, tail: String) -> Shape {
-        Shape { rule, head, indent, tail }
+    fn inside_owned(rule: &'static str, head: String, indent: u32, tail: String) -> Texts {
+        Texts { rule, head, indent, tail }
     }
 
     fn apply(self, text: &str) -> Wrapped {
         let pad = " ".repeat(self.indent as usize);
         let mut body = String::with_capacity(text.len() + self.head.len() + self.tail.len() + 64);
         let mut lines = 0u32;
+        // Only comments and blank lines so far: where a document start marker or a directive may be.
+        let mut preamble = true;
         for line in text.lines() {
             lines += 1;
             let t = line.trim_end();
+            let marker = preamble && (t == "---" || t.starts_with("%YAML") || t.starts_with("%TAG"));
+            preamble &= marker || t.trim_start().is_empty() || t.trim_start().starts_with('#');
             // A document marker or directive would end the wrapper's document: the line stays, empty.
-            if lines == 1 && (t == "---" || t.starts_with("%YAML") || t.starts_with("%TAG")) || t == "..." {
+            if marker || t == "..." {
                 body.push('\n');
                 continue;
             }
@@ -294,66 +163,64 @@ pub fn imports_orbs(text: &str) -> bool {
     m.get("orbs").is_some_and(|o| !o.is_null())
 }
 
-fn keys(m: &Map) -> Vec<&str> {
-    m.keys().map(|k| k.scalar_text().unwrap_or("")).collect()
-}
-
-fn all_in(m: &Map, set: &[&str]) -> bool {
-    keys(m).iter().all(|k| set.contains(k))
-}
-
-fn is_gha_step(v: &Value) -> bool {
-    v.as_map().is_some_and(|m| all_in(m, GHA_STEP) && (m.contains_key("uses") || m.contains_key("run")))
-}
-
-fn is_gha_job(m: &Map) -> bool {
-    let reusable = m.get("uses").and_then(Value::as_str).is_some_and(|u| u.contains(".github/workflows/"));
-    all_in(m, GHA_JOB) && (m.contains_key("runs-on") || m.contains_key("steps") || reusable)
-}
-
-fn github_map(m: &Map) -> Option<Shape> {
-    if all_in(m, GHA_WORKFLOW) {
-        let mut tail = String::new();
-        if !m.contains_key("on") {
-            tail.push_str("on: push\n");
-        }
-        if !m.contains_key("jobs") {
-            if !m.contains_key("permissions") {
-                tail.push_str("permissions: {}\n");
+/// The completion of a mapping fragment of `shape` (its rule is the shape's).
+fn map_completion(service: Service, shape: Shape, m: &Map) -> Texts {
+    let rule = shape.rule();
+    match (service, shape) {
+        (Service::GithubActions, Shape::Workflow) => {
+            let mut tail = String::new();
+            if !m.contains_key("on") {
+                tail.push_str("on: push\n");
             }
-            tail.push_str(GHA_STUB);
+            if !m.contains_key("jobs") {
+                if !m.contains_key("permissions") {
+                    tail.push_str("permissions: {}\n");
+                }
+                tail.push_str(GHA_STUB);
+            }
+            Texts::inside_owned(rule, String::new(), 0, tail)
         }
-        return Some(Shape::inside_owned("workflow", String::new(), 0, tail));
+        (Service::GithubActions, Shape::Job) => {
+            let reusable = m.contains_key("uses");
+            let runs_on = if m.contains_key("runs-on") || reusable { "" } else { "    runs-on: ubuntu-latest\n" };
+            // Job-level keys shown without the job's steps: the wrapper supplies a step.
+            let steps = if m.contains_key("steps") || reusable { "" } else { "    steps:\n      - run: echo doc2ci\n" };
+            Texts::inside_owned(rule, format!("{GHA_JOB_HEAD}{runs_on}"), 4, steps.into())
+        }
+        (Service::GithubActions, Shape::Step) => Texts::inside(rule, &format!("{GHA_STEPS_HEAD}      -\n"), 8, ""),
+        (Service::GithubActions, Shape::Triggers) => {
+            Texts::inside_owned(rule, "on:\n".into(), 2, format!("permissions: {{}}\n{GHA_STUB}"))
+        }
+        (Service::GithubActions, Shape::Jobs) => Texts::inside(rule, "on: push\npermissions: {}\njobs:\n", 2, ""),
+        (Service::CircleCi, Shape::Config) => {
+            let head = if m.contains_key("version") { "" } else { "version: 2.1\n" };
+            let tail = match (m.get("jobs").and_then(Value::as_map), m.contains_key("workflows")) {
+                (_, true) => String::new(),
+                (Some(jobs), false) => cci_workflow(&job_names(jobs)),
+                (None, false) => format!(
+                    "jobs:\n  {WRAPPER_JOB}:\n{CCI_EXECUTOR}    steps:\n      - checkout\n{}",
+                    cci_workflow(&[WRAPPER_JOB.into()])
+                ),
+            };
+            Texts::inside_owned(rule, head.into(), 0, tail)
+        }
+        (Service::CircleCi, Shape::Job) => {
+            let has_executor = ["docker", "machine", "macos", "executor"].iter().any(|k| m.contains_key(k));
+            let exec = if has_executor { "" } else { CCI_EXECUTOR };
+            let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{exec}");
+            Texts::inside_owned(rule, head, 4, cci_workflow(&[FRAGMENT_JOB.into()]))
+        }
+        (Service::CircleCi, Shape::Jobs) => {
+            Texts::inside_owned(rule, "version: 2.1\njobs:\n".into(), 2, cci_workflow(&job_names(m)))
+        }
+        (Service::GitlabCi, Shape::Pipeline) => {
+            let stub = format!("{WRAPPER_JOB}:\n  stage: .pre\n  script:\n    - echo doc2ci\n");
+            Texts::inside_owned(rule, String::new(), 0, stub)
+        }
+        (Service::GitlabCi, Shape::Job) => Texts::inside(rule, "doc2ci-fragment:\n", 2, ""),
+        (Service::TravisCi, Shape::Section) => Texts::inside(rule, "language: shell\n", 0, ""),
+        (service, shape) => unreachable!("doc2ci-sem gave {service} a {shape:?} fragment"),
     }
-    if is_gha_job(m) {
-        let reusable = m.contains_key("uses");
-        let runs_on = if m.contains_key("runs-on") || reusable { "" } else { "    runs-on: ubuntu-latest\n" };
-        // Job-level keys shown without the job's steps: the wrapper supplies a step.
-        let steps = if m.contains_key("steps") || reusable { "" } else { "    steps:\n      - run: echo doc2ci\n" };
-        return Some(Shape::inside_owned("job", format!("{GHA_JOB_HEAD}{runs_on}"), 4, steps.into()));
-    }
-    if is_gha_step(&Value::Map(m.clone())) {
-        return Some(Shape::inside("step", &format!("{GHA_STEPS_HEAD}      -\n"), 8, ""));
-    }
-    if keys(m).iter().all(|k| GHA_EVENTS.contains(k)) {
-        return Some(Shape::inside_owned("triggers", "on:\n".into(), 2, format!("permissions: {{}}\n{GHA_STUB}")));
-    }
-    if m.iter().all(|(_, v)| v.as_map().is_some_and(is_gha_job)) {
-        return Some(Shape::inside("jobs", "on: push\npermissions: {}\njobs:\n", 2, ""));
-    }
-    None
-}
-
-fn is_cci_step(v: &Value) -> bool {
-    match v {
-        Value::Str(_) => true,
-        Value::Map(m) => m.len() == 1,
-        _ => false,
-    }
-}
-
-fn is_cci_job(m: &Map) -> bool {
-    all_in(m, CCI_JOB) && m.contains_key("steps")
 }
 
 /// A workflow running `jobs` (names quoted as JSON strings, which YAML reads as written).
@@ -367,54 +234,6 @@ fn cci_workflow(jobs: &[String]) -> String {
 
 fn job_names(m: &Map) -> Vec<String> {
     m.keys().filter_map(|k| k.scalar_text().map(str::to_string)).collect()
-}
-
-fn circleci_map(m: &Map) -> Option<Shape> {
-    if all_in(m, CCI_TOP) {
-        let head = if m.contains_key("version") { "" } else { "version: 2.1\n" };
-        let tail = match (m.get("jobs").and_then(Value::as_map), m.contains_key("workflows")) {
-            (_, true) => String::new(),
-            (Some(jobs), false) => cci_workflow(&job_names(jobs)),
-            (None, false) => {
-                if m.contains_key("jobs") {
-                    return None;
-                }
-                format!(
-                    "jobs:\n  {WRAPPER_JOB}:\n{CCI_EXECUTOR}    steps:\n      - checkout\n{}",
-                    cci_workflow(&[WRAPPER_JOB.into()])
-                )
-            }
-        };
-        // Workflows that run jobs defined elsewhere cannot be completed without inventing the jobs.
-        if m.contains_key("workflows") && !m.contains_key("jobs") && !m.contains_key("orbs") {
-            return None;
-        }
-        return Some(Shape::inside_owned("config", head.into(), 0, tail));
-    }
-    if is_cci_job(m) {
-        let has_executor = ["docker", "machine", "macos", "executor"].iter().any(|k| m.contains_key(k));
-        let exec = if has_executor { "" } else { CCI_EXECUTOR };
-        let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{exec}");
-        return Some(Shape::inside_owned("job", head, 4, cci_workflow(&[FRAGMENT_JOB.into()])));
-    }
-    if m.iter().all(|(_, v)| v.as_map().is_some_and(is_cci_job)) {
-        return Some(Shape::inside_owned("jobs", "version: 2.1\njobs:\n".into(), 2, cci_workflow(&job_names(m))));
-    }
-    None
-}
-
-fn gitlab_map(m: &Map) -> Option<Shape> {
-    let ks = keys(m);
-    if ks.iter().all(|k| GITLAB_GLOBAL.contains(k) || k.starts_with('.')) {
-        let stub = format!("{WRAPPER_JOB}:\n  stage: .pre\n  script:\n    - echo doc2ci\n");
-        return Some(Shape::inside_owned("pipeline", String::new(), 0, stub));
-    }
-    if ks.iter().all(|k| GITLAB_JOB.contains(k))
-        && ["script", "run", "trigger", "extends"].iter().any(|k| m.contains_key(k))
-    {
-        return Some(Shape::inside("job", "doc2ci-fragment:\n", 2, ""));
-    }
-    None
 }
 
 #[cfg(test)]
@@ -475,6 +294,7 @@ mod tests {
             (Service::GithubActions, "name: Build\nrun: make\n"),
             (Service::GithubActions, "push:\n  branches: [main]\n"),
             (Service::GithubActions, "---\n- run: make\n"),
+            (Service::GithubActions, "# steps\n\n---\n- run: make\n"),
             (Service::CircleCi, "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n"),
             (Service::CircleCi, "docker:\n  - image: x\nsteps:\n  - checkout\n"),
             (Service::CircleCi, "steps:\n  - checkout\n"),

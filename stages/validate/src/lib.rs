@@ -1,8 +1,9 @@
 //! Validity of CI configurations (SPEC §6): does the text load as a YAML 1.2 mapping, does
 //! it conform to its service's JSON Schema, and is it only a fragment of a file.
 //!
-//! Owns: the services table ([`SERVICES`]: name, schema asset, format checks, fragment rule) and
-//! what "valid" means. Never reads a schema file itself (the engine hands it the bytes).
+//! Owns: the services table ([`SERVICES`]: name, schema asset, format checks) and what "valid"
+//! means. Whether a text is only a fragment is `doc2ci-sem`'s rule (which the lint stage's
+//! completion and the semantic metrics share), applied here. Never reads a schema file itself (the engine hands it the bytes).
 //!
 //! The peer is check-jsonschema (with ruamel.yaml), so loading uses its tweaks
 //! ([`doc2ci_yaml::Options::check_jsonschema`]: timestamps stay text, GitLab's `!reference` is
@@ -24,7 +25,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use doc2ci_yaml::{load_with, Map, Options, Value};
+use doc2ci_yaml::{load_with, Options, Value};
 
 /// The YAML loader's bounds, for [`Validator::with_limits`].
 pub use doc2ci_yaml::Limits;
@@ -48,8 +49,6 @@ pub struct ServiceDef {
     pub schema_asset: &'static str,
     /// Whether its schema is checked with check-jsonschema's format checks (GitLab's relies on them).
     pub formats: bool,
-    /// Whether a mapping is a standalone file of the service rather than a fragment of one.
-    pub standalone: fn(&Map) -> bool,
 }
 
 /// The services, in [`Service`] order.
@@ -60,7 +59,6 @@ pub const SERVICES: [ServiceDef; 4] = [
         display: "GitHub Actions",
         schema_asset: "schemas/github-actions.json",
         formats: false,
-        standalone: |m| m.contains_key("on") && m.contains_key("jobs"),
     },
     ServiceDef {
         service: Service::CircleCi,
@@ -68,7 +66,6 @@ pub const SERVICES: [ServiceDef; 4] = [
         display: "CircleCI",
         schema_asset: "schemas/circleci.json",
         formats: false,
-        standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
     },
     ServiceDef {
         service: Service::GitlabCi,
@@ -76,7 +73,6 @@ pub const SERVICES: [ServiceDef; 4] = [
         display: "GitLab CI",
         schema_asset: "schemas/gitlab-ci.json",
         formats: true,
-        standalone: gitlab_standalone,
     },
     ServiceDef {
         service: Service::TravisCi,
@@ -84,7 +80,6 @@ pub const SERVICES: [ServiceDef; 4] = [
         display: "Travis CI",
         schema_asset: "schemas/travis-ci.json",
         formats: false,
-        standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
     },
 ];
 
@@ -98,6 +93,11 @@ impl Service {
     /// The partition name used in the warehouse and in `pipeline.toml`.
     pub fn name(self) -> &'static str {
         self.def().name
+    }
+
+    /// What the service's files mean (`doc2ci-sem` owns the whole-file rule this crate applies).
+    pub fn sem(self) -> &'static doc2ci_sem::Service {
+        doc2ci_sem::service(self.name()).expect("every service has its doc2ci-sem rules")
     }
 
     fn index(self) -> usize {
@@ -312,44 +312,7 @@ fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
 /// Scalars, empty documents and unparseable texts are not fragments: they are not
 /// configuration at all (`parse_ok` already says so).
 pub fn is_fragment(service: Service, value: &Value) -> bool {
-    match value {
-        Value::Seq(items) => !items.is_empty(),
-        Value::Map(m) => !is_standalone(service, m),
-        _ => false,
-    }
-}
-
-/// GitLab's global keywords: top-level keys that are not jobs.
-pub const GITLAB_GLOBAL_KEYWORDS: [&str; 12] = [
-    "default",
-    "include",
-    "stages",
-    "variables",
-    "workflow",
-    "image",
-    "services",
-    "cache",
-    "before_script",
-    "after_script",
-    "types",
-    "spec",
-];
-
-fn is_standalone(service: Service, m: &Map) -> bool {
-    (service.def().standalone)(m)
-}
-
-/// A GitLab file includes another or has at least one job (a non-hidden, non-global key whose
-/// value runs something).
-fn gitlab_standalone(m: &Map) -> bool {
-    m.contains_key("include")
-        || m.iter().any(|(k, v)| {
-            let Some(name) = k.as_str() else { return false };
-            !name.starts_with('.')
-                && !GITLAB_GLOBAL_KEYWORDS.contains(&name)
-                && v.as_map()
-                    .is_some_and(|job| ["script", "run", "trigger", "extends"].iter().any(|kw| job.contains_key(kw)))
-        })
+    doc2ci_sem::is_fragment(service.sem(), value)
 }
 
 #[cfg(test)]

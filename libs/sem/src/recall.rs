@@ -1,0 +1,238 @@
+//! Containment: which of the reference's canonical leaves the output holds, at the best anchoring.
+
+use std::collections::BTreeMap;
+
+use crate::node::Node;
+use crate::{Canon, Jobs, Service};
+
+/// How much of a reference's configuration an output holds.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Containment {
+    /// Reference leaves the output holds at the best anchoring.
+    pub matched: usize,
+    /// Reference leaves in all.
+    pub total: usize,
+    /// Paths (and values) of the leaves it misses, when explained; empty otherwise.
+    pub missed: Vec<String>,
+}
+
+impl Containment {
+    /// `matched / total`; 0 for a reference with nothing in it.
+    pub fn recall(&self) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        self.matched as f64 / self.total as f64
+    }
+}
+
+/// Records missed leaves when explaining; counts only otherwise.
+struct Trace {
+    on: bool,
+    missed: Vec<String>,
+}
+
+impl Trace {
+    fn child(&self, path: &str, seg: &str) -> String {
+        if !self.on {
+            return String::new();
+        }
+        if path.is_empty() {
+            seg.to_string()
+        } else if seg.starts_with('[') {
+            format!("{path}{seg}")
+        } else {
+            format!("{path}.{seg}")
+        }
+    }
+
+    fn miss_all(&mut self, n: &Node, path: &str) {
+        if !self.on {
+            return;
+        }
+        for (p, v) in n.leaf_paths() {
+            let full = match (path.is_empty(), p.is_empty()) {
+                (_, true) => path.to_string(),
+                (true, false) => p,
+                (false, false) if p.starts_with('[') => format!("{path}{p}"),
+                (false, false) => format!("{path}.{p}"),
+            };
+            self.missed.push(format!("{full} = {v}"));
+        }
+    }
+}
+
+pub(crate) fn containment(service: &Service, reference: &Canon, output: &Canon, explain: bool) -> Containment {
+    let total = reference.docs.iter().map(|(_, n)| n.leaves()).sum();
+    let mut matched = 0;
+    let mut trace = Trace { on: explain, missed: Vec::new() };
+    for (_, r) in &reference.docs {
+        let mut quiet = Trace { on: false, missed: Vec::new() };
+        let best = output.docs.iter().map(|(_, o)| (root(service, r, o, &mut quiet, ""), o)).max_by_key(|(m, _)| *m);
+        match best {
+            Some((m, o)) => {
+                matched += m;
+                if explain {
+                    root(service, r, o, &mut trace, "");
+                }
+            }
+            None => trace.miss_all(r, ""),
+        }
+    }
+    Containment { matched, total, missed: trace.missed }
+}
+
+/// A whole-file reference against a whole-file output: jobs matched whatever their names.
+fn root(service: &Service, r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
+    let (Node::Map(rm), Node::Map(om)) = (r, o) else { return matched(r, o, t, path) };
+    match service.jobs {
+        Jobs::None => matched(r, o, t, path),
+        Jobs::Under(k) => rm
+            .iter()
+            .map(|(key, rv)| {
+                let p = t.child(path, &key.label());
+                match (key.as_str() == Some(k), rv, om.get(key)) {
+                    (true, Node::Map(rj), Some(Node::Map(oj))) if !rv.is_bare() => {
+                        assign(rj.iter().collect(), oj.iter().collect(), t, &p)
+                    }
+                    (_, _, Some(ov)) => matched(rv, ov, t, &p),
+                    (_, _, None) => {
+                        t.miss_all(rv, &p);
+                        0
+                    }
+                }
+            })
+            .sum(),
+        Jobs::TopLevelExcept(keywords) => {
+            let is_job = |k: &Node| k.as_str().is_none_or(|k| !keywords.contains(&k));
+            let split = |m: &'_ BTreeMap<Node, Node>| -> (BTreeMap<Node, Node>, Vec<(Node, Node)>) {
+                let (jobs, rest): (Vec<_>, Vec<_>) =
+                    m.iter().map(|(k, v)| (k.clone(), v.clone())).partition(|(k, _)| is_job(k));
+                (rest.into_iter().collect(), jobs)
+            };
+            let ((r_rest, r_jobs), (o_rest, o_jobs)) = (split(rm), split(om));
+            let globals = if r_rest.is_empty() { 0 } else { matched(&Node::Map(r_rest), &Node::Map(o_rest), t, path) };
+            globals
+                + assign(
+                    r_jobs.iter().map(|(k, v)| (k, v)).collect(),
+                    o_jobs.iter().map(|(k, v)| (k, v)).collect(),
+                    t,
+                    path,
+                )
+        }
+    }
+}
+
+/// Leaves of `r` that `o` holds at the same place.
+fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
+    match (r, o) {
+        // An empty mapping or list is held only by an empty one: `permissions: {}` grants nothing.
+        (r, o) if r.is_bare() && o.is_bare() && std::mem::discriminant(r) == std::mem::discriminant(o) => 1,
+        (r, _) if r.is_bare() => {
+            t.miss_all(r, path);
+            0
+        }
+        (Node::Map(rm), Node::Map(om)) => rm
+            .iter()
+            .map(|(k, rv)| {
+                let p = t.child(path, &k.label());
+                match om.get(k) {
+                    Some(ov) => matched(rv, ov, t, &p),
+                    None => {
+                        t.miss_all(rv, &p);
+                        0
+                    }
+                }
+            })
+            .sum(),
+        (Node::Seq(rs), Node::Seq(os)) => align(rs, os, t, path),
+        // A default the reference leaves out asks for nothing; one the output leaves out is held.
+        (Node::Default(_), _) => 0,
+        (r, Node::Default(d)) if r == &**d => 1,
+        _ if r == o => 1,
+        _ => {
+            t.miss_all(r, path);
+            0
+        }
+    }
+}
+
+/// The reference's items matched to the output's in order, gaps allowed on both sides, for the
+/// most leaves (a weighted longest common subsequence).
+fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> usize {
+    let (n, m) = (rs.len(), os.len());
+    let mut quiet = Trace { on: false, missed: Vec::new() };
+    let mut score = vec![vec![0usize; m]; n];
+    for (i, r) in rs.iter().enumerate() {
+        for (j, o) in os.iter().enumerate() {
+            score[i][j] = matched(r, o, &mut quiet, "");
+        }
+    }
+    let mut best = vec![vec![0usize; m + 1]; n + 1];
+    for i in 1..=n {
+        for j in 1..=m {
+            let pair = if score[i - 1][j - 1] > 0 { best[i - 1][j - 1] + score[i - 1][j - 1] } else { 0 };
+            best[i][j] = best[i - 1][j].max(best[i][j - 1]).max(pair);
+        }
+    }
+    if t.on {
+        // Walk the table back to the chosen pairs, then explain each reference item.
+        let mut pairs = vec![None; n];
+        let (mut i, mut j) = (n, m);
+        while i > 0 && j > 0 {
+            if best[i][j] == best[i - 1][j] {
+                i -= 1;
+            } else if best[i][j] == best[i][j - 1] {
+                j -= 1;
+            } else {
+                pairs[i - 1] = Some(j - 1);
+                i -= 1;
+                j -= 1;
+            }
+        }
+        for (i, r) in rs.iter().enumerate() {
+            let p = t.child(path, &format!("[{i}]"));
+            match pairs[i] {
+                Some(j) => {
+                    matched(r, &os[j], t, &p);
+                }
+                None => t.miss_all(r, &p),
+            }
+        }
+    }
+    best[n][m]
+}
+
+/// Jobs of the reference matched one-to-one to the output's whatever their names: greedily by
+/// leaves held, a job of the same name first among equals (so a file is fully matched to itself).
+fn assign(r: Vec<(&Node, &Node)>, o: Vec<(&Node, &Node)>, t: &mut Trace, path: &str) -> usize {
+    let mut quiet = Trace { on: false, missed: Vec::new() };
+    let mut cands: Vec<(usize, bool, usize, usize)> = Vec::with_capacity(r.len() * o.len());
+    for (i, (rk, rv)) in r.iter().enumerate() {
+        for (j, (ok, ov)) in o.iter().enumerate() {
+            cands.push((matched(rv, ov, &mut quiet, ""), rk == ok, i, j));
+        }
+    }
+    cands.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+    let (mut r_used, mut o_used) = (vec![None; r.len()], vec![false; o.len()]);
+    let mut total = 0;
+    for (s, _, i, j) in cands {
+        if r_used[i].is_none() && !o_used[j] {
+            r_used[i] = Some(j);
+            o_used[j] = true;
+            total += s;
+        }
+    }
+    if t.on {
+        for (i, (rk, rv)) in r.iter().enumerate() {
+            let p = t.child(path, &rk.label());
+            match r_used[i] {
+                Some(j) => {
+                    matched(rv, o[j].1, t, &p);
+                }
+                None => t.miss_all(rv, &p),
+            }
+        }
+    }
+    total
+}

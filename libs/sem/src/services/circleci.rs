@@ -1,0 +1,168 @@
+//! CircleCI: what a `.circleci/config.yml` means, per the configuration reference.
+
+use doc2ci_yaml::{Map, Value};
+
+use super::{all_in, default_of, entries_mut, trim_shell, under, Applied, Jobs, Rule, Service};
+use crate::node::{key, Node};
+use crate::{Shape, FRAGMENT_JOB};
+
+pub const SERVICE: Service = Service {
+    name: "circleci",
+    standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
+    fragment,
+    lift,
+    jobs: Jobs::Under("jobs"),
+    canonicalize,
+    rules: &[
+        Rule {
+            name: "step-forms",
+            says:
+                "a step without parameters as a name ≡ a one-key map: `- checkout` ≡ `- checkout: {}` ≡ `- checkout:`",
+            source: "https://circleci.com/docs/configuration-reference/#steps",
+        },
+        Rule {
+            name: "run-shorthand",
+            says: "`- run: cmd` ≡ `- run: {command: cmd}`",
+            source: "https://circleci.com/docs/configuration-reference/#run",
+        },
+        Rule {
+            name: "default-run",
+            says: "`run`'s `background: false` and `when: on_success` are its defaults",
+            source: "https://circleci.com/docs/configuration-reference/#run",
+        },
+        Rule {
+            name: "workflow-job-forms",
+            says: "a workflow's job entry as a name ≡ a one-key map with no settings: `- build` ≡ `- build: {}`",
+            source: "https://circleci.com/docs/configuration-reference/#jobs-in-workflow",
+        },
+        Rule {
+            name: "default-parallelism",
+            says: "a job's `parallelism: 1` is the default",
+            source: "https://circleci.com/docs/configuration-reference/#parallelism",
+        },
+        Rule {
+            name: "shell-trailing-whitespace",
+            says: "a `run` command's trailing whitespace (per line, and blank lines at its end) changes nothing",
+            source: "https://circleci.com/docs/configuration-reference/#run",
+        },
+    ],
+};
+
+/// The keys a config may have at its top level.
+pub const TOP_KEYS: &[&str] = &["version", "setup", "orbs", "commands", "executors", "jobs", "workflows", "parameters"];
+/// The keys of a job.
+pub const JOB_KEYS: &[&str] = &[
+    "docker",
+    "machine",
+    "macos",
+    "executor",
+    "steps",
+    "resource_class",
+    "parallelism",
+    "environment",
+    "working_directory",
+    "parameters",
+    "shell",
+    "circleci_ip_ranges",
+    "description",
+];
+
+pub fn is_step(v: &Value) -> bool {
+    match v {
+        Value::Str(_) => true,
+        Value::Map(m) => m.len() == 1,
+        _ => false,
+    }
+}
+
+pub fn is_job(m: &Map) -> bool {
+    all_in(m, JOB_KEYS) && m.contains_key("steps")
+}
+
+fn fragment(v: &Value) -> Option<Shape> {
+    match v {
+        Value::Seq(items) => items.iter().all(is_step).then_some(Shape::Steps),
+        Value::Map(m) if all_in(m, TOP_KEYS) => {
+            let jobs = m.get("jobs");
+            // Jobs that are not a mapping, or workflows running jobs defined elsewhere, cannot be
+            // completed without inventing them.
+            let odd_jobs = jobs.is_some_and(|j| j.as_map().is_none()) && !m.contains_key("workflows");
+            let foreign = m.contains_key("workflows") && jobs.is_none() && !m.contains_key("orbs");
+            (!odd_jobs && !foreign).then_some(Shape::Config)
+        }
+        Value::Map(m) if is_job(m) => Some(Shape::Job),
+        Value::Map(m) if m.iter().all(|(_, v)| v.as_map().is_some_and(is_job)) => Some(Shape::Jobs),
+        _ => None,
+    }
+}
+
+fn lift(shape: Shape, n: Node) -> Node {
+    let job = |j: Node| under("jobs", under(FRAGMENT_JOB, j));
+    match shape {
+        Shape::Job => job(n),
+        Shape::Jobs => under("jobs", n),
+        Shape::Steps => job(under("steps", n)),
+        _ => n,
+    }
+}
+
+fn canonicalize(root: &mut Node, a: &mut Applied) {
+    for job in entries_mut(root, "jobs") {
+        default_of(job, "parallelism", Node::Int("1".into()), a, "default-parallelism");
+    }
+    for section in ["jobs", "commands"] {
+        for job in entries_mut(root, section) {
+            if let Some(steps) = job.get_mut("steps") {
+                canon_steps(steps, a);
+            }
+        }
+    }
+    for wf in entries_mut(root, "workflows") {
+        let Some(Node::Seq(jobs)) = wf.get_mut("jobs") else { continue };
+        for entry in jobs {
+            one_key_map(entry, a, "workflow-job-forms");
+        }
+    }
+}
+
+/// `name` ≡ `{name: {}}` ≡ `{name: null}`.
+fn one_key_map(entry: &mut Node, a: &mut Applied, rule: &'static str) {
+    match entry {
+        Node::Str(_) if a.apply(rule) => {
+            *entry = Node::Map([(std::mem::replace(entry, Node::Null), Node::Map(Default::default()))].into());
+        }
+        Node::Map(m) if m.len() == 1 => {
+            let v = m.values_mut().next().expect("one entry");
+            if matches!(v, Node::Null) && a.apply(rule) {
+                *v = Node::Map(Default::default());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn canon_steps(steps: &mut Node, a: &mut Applied) {
+    let Node::Seq(items) = steps else { return };
+    for step in items {
+        one_key_map(step, a, "step-forms");
+        let Some(m) = step.as_map_mut() else { continue };
+        if let Some(run) = m.get_mut(&key("run")) {
+            if let Node::Str(_) = run {
+                if a.apply("run-shorthand") {
+                    *run = under("command", std::mem::replace(run, Node::Null));
+                }
+            }
+            default_of(run, "background", Node::Bool(false), a, "default-run");
+            default_of(run, "when", Node::Str("on_success".into()), a, "default-run");
+            if let Some(c) = run.get_mut("command") {
+                trim_shell(c, a, "shell-trailing-whitespace");
+            }
+        }
+        // `when`/`unless` steps hold steps of their own.
+        for k in ["when", "unless"] {
+            if let Some(inner) = m.get_mut(&key(k)).and_then(|c| c.get_mut("steps")) {
+                canon_steps(inner, a);
+            }
+        }
+    }
+}

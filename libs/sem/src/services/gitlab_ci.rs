@@ -1,0 +1,256 @@
+//! GitLab CI: what a `.gitlab-ci.yml` means, per the CI/CD YAML syntax reference.
+
+use doc2ci_yaml::{Map, Value};
+
+use super::{default_of, keys, one_item_list, trim_shell, under, values_as_strings, Applied, Jobs, Rule, Service};
+use crate::node::{key, Node};
+use crate::{Shape, FRAGMENT_JOB};
+
+pub const SERVICE: Service = Service {
+    name: "gitlab-ci",
+    standalone,
+    fragment,
+    lift,
+    jobs: Jobs::TopLevelExcept(&GLOBAL_KEYWORDS),
+    canonicalize,
+    rules: &[
+        Rule {
+            name: "script-string-or-list",
+            says: "`script`, `before_script`, `after_script` as a string ≡ a one-item list; nested lists are flattened",
+            source: "https://docs.gitlab.com/ci/yaml/#script",
+        },
+        Rule {
+            name: "image-name",
+            says: "`image: x` ≡ `image: {name: x}`; a service `x` ≡ `{name: x}`",
+            source: "https://docs.gitlab.com/ci/yaml/#imagename",
+        },
+        Rule {
+            name: "needs-job",
+            says: "`needs: [a]` ≡ `needs: [{job: a}]`",
+            source: "https://docs.gitlab.com/ci/yaml/#needs",
+        },
+        Rule {
+            name: "variables-are-strings",
+            says: "a CI/CD variable's value reaches the job as a string: `A: 1` ≡ `A: \"1\"`",
+            source: "https://docs.gitlab.com/ci/yaml/#variables",
+        },
+        Rule {
+            name: "default-stage",
+            says: "a job with no `stage` runs in `test`: `stage: test` is the default",
+            source: "https://docs.gitlab.com/ci/yaml/#stage",
+        },
+        Rule {
+            name: "default-when",
+            says: "`when: on_success` is the default",
+            source: "https://docs.gitlab.com/ci/yaml/#when",
+        },
+        Rule {
+            name: "default-allow-failure",
+            says: "`allow_failure` defaults to false, and to true for a manual job",
+            source: "https://docs.gitlab.com/ci/yaml/#allow_failure",
+        },
+        Rule {
+            name: "global-defaults",
+            says: "top-level `image`, `services`, `cache`, `before_script`, `after_script` ≡ the same under `default:`",
+            source: "https://docs.gitlab.com/ci/yaml/#globally-defined-image-services-cache-before_script-after_script",
+        },
+        Rule {
+            name: "shell-trailing-whitespace",
+            says: "a script line's trailing whitespace changes nothing",
+            source: "https://docs.gitlab.com/ci/yaml/script/",
+        },
+    ],
+};
+
+/// Top-level keys that are not jobs.
+pub const GLOBAL_KEYWORDS: [&str; 12] = [
+    "default",
+    "include",
+    "stages",
+    "variables",
+    "workflow",
+    "image",
+    "services",
+    "cache",
+    "before_script",
+    "after_script",
+    "types",
+    "spec",
+];
+/// The keys of a job.
+pub const JOB_KEYS: &[&str] = &[
+    "script",
+    "run",
+    "stage",
+    "image",
+    "services",
+    "before_script",
+    "after_script",
+    "rules",
+    "needs",
+    "artifacts",
+    "cache",
+    "variables",
+    "only",
+    "except",
+    "tags",
+    "when",
+    "allow_failure",
+    "environment",
+    "dependencies",
+    "extends",
+    "retry",
+    "timeout",
+    "parallel",
+    "trigger",
+    "coverage",
+    "interruptible",
+    "resource_group",
+    "release",
+    "pages",
+    "secrets",
+    "inherit",
+    "id_tokens",
+    "hooks",
+    "identity",
+    "manual_confirmation",
+    "start_in",
+];
+const RUNS: [&str; 4] = ["script", "run", "trigger", "extends"];
+const DEFAULTABLE: [&str; 5] = ["image", "services", "cache", "before_script", "after_script"];
+
+/// A file includes another or has at least one job (a non-hidden, non-global key whose value runs
+/// something).
+fn standalone(m: &Map) -> bool {
+    m.contains_key("include")
+        || m.iter().any(|(k, v)| {
+            let Some(name) = k.as_str() else { return false };
+            !name.starts_with('.')
+                && !GLOBAL_KEYWORDS.contains(&name)
+                && v.as_map().is_some_and(|job| RUNS.iter().any(|kw| job.contains_key(kw)))
+        })
+}
+
+fn fragment(v: &Value) -> Option<Shape> {
+    match v {
+        Value::Seq(items) => items.iter().all(|i| i.scalar_text().is_some()).then_some(Shape::Script),
+        Value::Map(m) => {
+            let ks = keys(m);
+            if ks.iter().all(|k| GLOBAL_KEYWORDS.contains(k) || k.starts_with('.')) {
+                Some(Shape::Pipeline)
+            } else if ks.iter().all(|k| JOB_KEYS.contains(k)) && RUNS.iter().any(|k| m.contains_key(k)) {
+                Some(Shape::Job)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn lift(shape: Shape, n: Node) -> Node {
+    match shape {
+        Shape::Job => under(FRAGMENT_JOB, n),
+        Shape::Script => under(FRAGMENT_JOB, under("script", n)),
+        _ => n,
+    }
+}
+
+fn canonicalize(root: &mut Node, a: &mut Applied) {
+    let Some(m) = root.as_map_mut() else { return };
+    // Globally defined defaults move under `default:` (where `default:` does not set them).
+    let moved: Vec<&str> = DEFAULTABLE.iter().copied().filter(|k| m.contains_key(&key(k))).collect();
+    for k in moved {
+        let default = m.entry(key("default")).or_insert_with(|| Node::Map(Default::default()));
+        let Some(d) = default.as_map_mut() else { continue };
+        if d.contains_key(&key(k)) {
+            continue;
+        }
+        if a.apply("global-defaults") {
+            let v = m.remove(&key(k)).expect("present");
+            m.get_mut(&key("default")).and_then(Node::as_map_mut).expect("a mapping").insert(key(k), v);
+        }
+    }
+    if let Some(v) = m.get_mut(&key("variables")) {
+        canon_variables(v, a);
+    }
+    if let Some(d) = m.get_mut(&key("default")) {
+        canon_job_keys(d, a);
+    }
+    for (name, job) in m.iter_mut() {
+        let is_job = name.as_str().is_some_and(|n| !GLOBAL_KEYWORDS.contains(&n));
+        if !is_job || job.as_map().is_none() {
+            continue;
+        }
+        canon_job_keys(job, a);
+        // A default written in a template or an extending job can override an inherited value:
+        // there it is not the default.
+        let inherits = job.get("extends").is_some() || name.as_str().is_some_and(|n| n.starts_with('.'));
+        if !inherits {
+            default_of(job, "stage", Node::Str("test".into()), a, "default-stage");
+            let manual = job.get("when") == Some(&Node::Str("manual".into()));
+            default_of(job, "when", Node::Str("on_success".into()), a, "default-when");
+            default_of(job, "allow_failure", Node::Bool(manual), a, "default-allow-failure");
+        }
+        if let Some(Node::Seq(needs)) = job.get_mut("needs") {
+            for n in needs.iter_mut().filter(|n| matches!(n, Node::Str(_))) {
+                if a.apply("needs-job") {
+                    *n = under("job", std::mem::replace(n, Node::Null));
+                }
+            }
+        }
+    }
+}
+
+/// The keys a job shares with `default:`.
+fn canon_job_keys(job: &mut Node, a: &mut Applied) {
+    for k in ["script", "before_script", "after_script"] {
+        if let Some(s) = job.get_mut(k) {
+            one_item_list(s, a, "script-string-or-list");
+            flatten(s, a);
+            if let Node::Seq(lines) = s {
+                for l in lines {
+                    trim_shell(l, a, "shell-trailing-whitespace");
+                }
+            }
+        }
+    }
+    if let Some(i @ Node::Str(_)) = job.get_mut("image") {
+        if a.apply("image-name") {
+            *i = under("name", std::mem::replace(i, Node::Null));
+        }
+    }
+    if let Some(Node::Seq(services)) = job.get_mut("services") {
+        for s in services.iter_mut().filter(|s| matches!(s, Node::Str(_))) {
+            if a.apply("image-name") {
+                *s = under("name", std::mem::replace(s, Node::Null));
+            }
+        }
+    }
+    if let Some(v) = job.get_mut("variables") {
+        canon_variables(v, a);
+    }
+}
+
+fn canon_variables(v: &mut Node, a: &mut Applied) {
+    values_as_strings(v, a, "variables-are-strings");
+}
+
+/// Nested script lists run as one flat list.
+fn flatten(s: &mut Node, a: &mut Applied) {
+    let Node::Seq(items) = s else { return };
+    if !items.iter().any(|i| matches!(i, Node::Seq(_))) || !a.apply("script-string-or-list") {
+        return;
+    }
+    fn push(out: &mut Vec<Node>, n: Node) {
+        match n {
+            Node::Seq(items) => items.into_iter().for_each(|i| push(out, i)),
+            other => out.push(other),
+        }
+    }
+    let mut out = Vec::new();
+    for i in std::mem::take(items) {
+        push(&mut out, i);
+    }
+    *items = out;
+}

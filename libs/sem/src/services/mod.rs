@@ -1,0 +1,208 @@
+//! The service registry: one file per service (its documented equivalences, its fragment shapes,
+//! where its jobs live) plus one line in the `registry!` list below.
+
+use std::collections::BTreeMap;
+
+use doc2ci_yaml::{Map, Value};
+
+use crate::node::{key, Node};
+use crate::Shape;
+
+/// One documented equivalence: what it collapses and the page or schema that says so.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// Short id, counted in [`crate::Canon::applied`].
+    pub name: &'static str,
+    /// What is equal to what.
+    pub says: &'static str,
+    /// The documentation page (or schema) that makes it so.
+    pub source: &'static str,
+}
+
+/// Everything doc2ci knows about what one service's files mean.
+pub struct Service {
+    /// The partition name (`github-actions` …), as in the warehouse and `pipeline.toml`.
+    pub name: &'static str,
+    /// Whether a mapping is a whole file rather than a fragment of one (the validate stage's rule).
+    pub standalone: fn(&Map) -> bool,
+    /// Which fragment a non-standalone document is; None when no completion rule covers it.
+    pub fragment: fn(&Value) -> Option<Shape>,
+    /// A fragment of `shape` placed where it sits in a whole file.
+    pub lift: fn(Shape, Node) -> Node,
+    /// Where the jobs of a whole file are: mapping keys whose names do not decide containment.
+    pub jobs: Jobs,
+    /// The documented spellings of a whole-file tree collapsed, each rewrite counted by rule.
+    pub canonicalize: fn(&mut Node, &mut Applied),
+    /// The rules `canonicalize` applies, for people and for the tests that each is documented.
+    pub rules: &'static [Rule],
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Where a whole file keeps its jobs.
+#[derive(Debug, Clone, Copy)]
+pub enum Jobs {
+    /// In a mapping under this top-level key (`jobs`).
+    Under(&'static str),
+    /// At the top level, every key but these keywords (GitLab CI).
+    TopLevelExcept(&'static [&'static str]),
+    None,
+}
+
+/// The rules' rewrites of one canonicalisation: how often each rewrote something, and the one rule
+/// left out, if any (to find which rules an equality needs).
+#[derive(Debug, Clone, Default)]
+pub struct Applied {
+    counts: BTreeMap<&'static str, usize>,
+    off: Option<&'static str>,
+}
+
+impl Applied {
+    /// Every rule but `rule`.
+    pub fn without(rule: &'static str) -> Applied {
+        Applied { counts: BTreeMap::new(), off: Some(rule) }
+    }
+
+    /// Whether `rule` may rewrite now; counts the rewrite when it may.
+    pub fn apply(&mut self, rule: &'static str) -> bool {
+        if self.off == Some(rule) {
+            return false;
+        }
+        *self.counts.entry(rule).or_default() += 1;
+        true
+    }
+
+    /// How often each rule rewrote something.
+    pub fn counts(&self) -> &BTreeMap<&'static str, usize> {
+        &self.counts
+    }
+
+    fn on(&self, rule: &'static str) -> bool {
+        self.off != Some(rule)
+    }
+}
+
+/// Declares each service's module and lists it in [`SERVICES`]: one line per service.
+macro_rules! registry {
+    ($($service:ident),* $(,)?) => {
+        $(pub mod $service;)*
+
+        /// Every service, in the study's order.
+        pub const SERVICES: &[&Service] = &[$(&$service::SERVICE),*];
+    };
+}
+
+registry! {
+    github_actions,
+    circleci,
+    gitlab_ci,
+    travis_ci,
+}
+
+/// The service of a partition name.
+pub fn service(name: &str) -> Option<&'static Service> {
+    SERVICES.iter().copied().find(|s| s.name == name)
+}
+
+// Helpers the service files share.
+
+/// A scalar where a list is allowed becomes the one-item list it stands for.
+pub(crate) fn one_item_list(n: &mut Node, applied: &mut Applied, rule: &'static str) {
+    if n.is_scalar() && !matches!(n, Node::Null) && applied.apply(rule) {
+        *n = Node::Seq(vec![std::mem::replace(n, Node::Null)]);
+    }
+}
+
+/// Every scalar value of a mapping as the string the program receives.
+pub(crate) fn values_as_strings(n: &mut Node, applied: &mut Applied, rule: &'static str) {
+    let Some(m) = n.as_map_mut() else { return };
+    for v in m.values_mut() {
+        if !matches!(v, Node::Str(_)) {
+            if let Some(s) = v.runner_string() {
+                if applied.apply(rule) {
+                    *v = Node::Str(s);
+                }
+            }
+        }
+    }
+}
+
+/// Fills in a documented default the mapping leaves out; a written default is counted as a use
+/// of the rule (a spelling the rule makes equal to leaving it out).
+pub(crate) fn default_of(n: &mut Node, k: &str, default: Node, applied: &mut Applied, rule: &'static str) {
+    let Some(m) = n.as_map_mut() else { return };
+    if !applied.on(rule) {
+        return;
+    }
+    match m.get(&key(k)) {
+        None => {
+            m.insert(key(k), Node::Default(Box::new(default)));
+        }
+        Some(v) if *v == default => {
+            applied.apply(rule);
+        }
+        Some(_) => {}
+    }
+}
+
+/// Shell text as the shell reads it: trailing whitespace of each line and trailing blank lines
+/// change nothing (a block scalar's `|` against `|-`, a space before the newline).
+pub(crate) fn trim_shell(n: &mut Node, applied: &mut Applied, rule: &'static str) {
+    let Node::Str(s) = n else { return };
+    let trimmed: String = s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim_end().to_string();
+    if trimmed != *s && applied.apply(rule) {
+        *s = trimmed;
+    }
+}
+
+/// The mapping entries under `k`, when it is a mapping.
+pub(crate) fn entries_mut<'a>(n: &'a mut Node, k: &str) -> impl Iterator<Item = &'a mut Node> {
+    n.get_mut(k).and_then(Node::as_map_mut).into_iter().flat_map(|m| m.values_mut())
+}
+
+/// The items under `k`, when it is a sequence.
+pub(crate) fn items_mut<'a>(n: &'a mut Node, k: &str) -> impl Iterator<Item = &'a mut Node> {
+    n.get_mut(k)
+        .and_then(|v| match v {
+            Node::Seq(s) => Some(s),
+            _ => None,
+        })
+        .into_iter()
+        .flat_map(|s| s.iter_mut())
+}
+
+/// `{k: node}`.
+pub(crate) fn under(k: &str, node: Node) -> Node {
+    Node::Map([(key(k), node)].into_iter().collect())
+}
+
+pub(crate) fn keys(m: &Map) -> Vec<&str> {
+    m.keys().map(|k| k.scalar_text().unwrap_or("")).collect()
+}
+
+pub(crate) fn all_in(m: &Map, set: &[&str]) -> bool {
+    keys(m).iter().all(|k| set.contains(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_service_is_named_once_and_every_rule_cites_its_source() {
+        let names: Vec<&str> = SERVICES.iter().map(|s| s.name).collect();
+        assert_eq!(names, ["github-actions", "circleci", "gitlab-ci", "travis-ci"]);
+        for s in SERVICES {
+            let mut seen = std::collections::BTreeSet::new();
+            for r in s.rules {
+                assert!(seen.insert(r.name), "{}: rule {} listed twice", s.name, r.name);
+                assert!(r.source.starts_with("https://"), "{}: rule {} cites no page", s.name, r.name);
+                assert!(!r.says.is_empty() && !r.says.contains('\n'), "{}: {} says one line", s.name, r.name);
+            }
+        }
+    }
+}

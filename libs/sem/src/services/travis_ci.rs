@@ -1,0 +1,100 @@
+//! Travis CI: what a `.travis.yml` means, per the build configuration docs.
+
+use doc2ci_yaml::Value;
+
+use super::{default_of, items_mut, one_item_list, trim_shell, under, Applied, Jobs, Rule, Service};
+use crate::node::{key, Node};
+use crate::Shape;
+
+pub const SERVICE: Service = Service {
+    name: "travis-ci",
+    standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
+    fragment,
+    lift,
+    jobs: Jobs::None,
+    canonicalize,
+    rules: &[
+        Rule {
+            name: "matrix-alias",
+            says: "`matrix:` ≡ `jobs:`",
+            source: "https://docs.travis-ci.com/user/build-matrix/",
+        },
+        Rule {
+            name: "phase-string-or-list",
+            says: "a lifecycle phase (`install`, `script`, `before_install` …) as a string ≡ a one-item list",
+            source: "https://docs.travis-ci.com/user/job-lifecycle/",
+        },
+        Rule {
+            name: "default-os",
+            says: "`os: linux` is the default",
+            source: "https://docs.travis-ci.com/user/reference/overview/",
+        },
+        Rule {
+            name: "shell-trailing-whitespace",
+            says: "a command's trailing whitespace changes nothing",
+            source: "https://docs.travis-ci.com/user/job-lifecycle/",
+        },
+    ],
+};
+
+/// The job lifecycle's phases, each a command or a list of commands.
+pub const PHASES: &[&str] = &[
+    "before_install",
+    "install",
+    "before_script",
+    "script",
+    "before_cache",
+    "after_success",
+    "after_failure",
+    "before_deploy",
+    "after_deploy",
+    "after_script",
+];
+
+fn fragment(v: &Value) -> Option<Shape> {
+    match v {
+        Value::Map(_) => Some(Shape::Section),
+        Value::Seq(items) => items.iter().all(|i| i.scalar_text().is_some()).then_some(Shape::Script),
+        _ => None,
+    }
+}
+
+fn lift(shape: Shape, n: Node) -> Node {
+    match shape {
+        Shape::Script => under("script", n),
+        _ => n,
+    }
+}
+
+fn canonicalize(root: &mut Node, a: &mut Applied) {
+    let Some(m) = root.as_map_mut() else { return };
+    if !m.contains_key(&key("jobs")) && m.contains_key(&key("matrix")) && a.apply("matrix-alias") {
+        let matrix = m.remove(&key("matrix")).expect("present");
+        m.insert(key("jobs"), matrix);
+    }
+    canon_job(root, a);
+    // Only the top level: a job in `include` inherits the top level's `os`, and one in `exclude`
+    // or `allow_failures` is a pattern, where a filled-in key would narrow what it matches.
+    default_of(root, "os", Node::Str("linux".into()), a, "default-os");
+    if let Some(jobs) = root.get_mut("jobs") {
+        for k in ["include", "exclude", "allow_failures"] {
+            for job in items_mut(jobs, k) {
+                canon_job(job, a);
+            }
+        }
+    }
+}
+
+/// The keys a job shares with the top level.
+fn canon_job(job: &mut Node, a: &mut Applied) {
+    for phase in PHASES {
+        if let Some(p) = job.get_mut(phase) {
+            one_item_list(p, a, "phase-string-or-list");
+            if let Node::Seq(cmds) = p {
+                for c in cmds {
+                    trim_shell(c, a, "shell-trailing-whitespace");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+use super::*;
+use doc2ci_yaml::{load_all, Limits};
+
+fn canon(service: &str, text: &str) -> Canon {
+    canonical(service_of(service), &load_all(text, &Limits::default()).unwrap())
+}
+
+fn service_of(name: &str) -> &'static Service {
+    service(name).unwrap()
+}
+
+fn recall(service: &str, r: &str, o: &str) -> Containment {
+    containment_explained(service_of(service), &canon(service, r), &canon(service, o))
+}
+
+#[test]
+fn github_shapes() {
+    let gha = service_of("github-actions");
+    let shape_of = |t: &str| shape(gha, &doc2ci_yaml::load(t, &Limits::default()).unwrap());
+    assert_eq!(shape_of("on: push\njobs: {}\n"), Shape::File);
+    assert_eq!(shape_of("jobs:\n  a:\n    runs-on: x\n    steps: [{run: make}]\n"), Shape::Workflow);
+    assert_eq!(shape_of("runs-on: ubuntu-latest\nsteps:\n  - run: make\n"), Shape::Job);
+    assert_eq!(shape_of("build:\n  runs-on: x\n  steps: [{run: a}]\ntest:\n  runs-on: x\n"), Shape::Jobs);
+    assert_eq!(shape_of("name: Build\nrun: make\n"), Shape::Step);
+    assert_eq!(shape_of("- uses: actions/checkout@v4\n- run: make\n"), Shape::Steps);
+    assert_eq!(shape_of("push:\n  branches: [main]\nschedule:\n  - cron: '0 0 * * *'\n"), Shape::Triggers);
+    assert_eq!(shape_of("foo: bar\n"), Shape::Unknown);
+    assert_eq!(shape_of("- 1\n- 2\n"), Shape::Unknown);
+    assert_eq!(shape_of("plain prose"), Shape::File);
+}
+
+#[test]
+fn a_steps_fragment_is_contained_in_a_complete_workflow_that_adds_steps() {
+    let r = "- uses: actions/setup-node@v4\n  with:\n    node-version: 18\n- run: npm test\n";
+    let o = "on: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - uses: actions/setup-node@v4\n        with:\n          node-version: '18'\n      - run: npm ci\n      - run: |\n          npm test\n";
+    let c = recall("github-actions", r, o);
+    assert_eq!((c.matched, c.total), (3, 3), "{c:?}");
+    assert!(!sem_exact(&canon("github-actions", r), &canon("github-actions", o)));
+    // Out of order: only the longest in-order part counts.
+    let swapped = "on: push\njobs:\n  t:\n    runs-on: x\n    steps:\n      - run: npm test\n      - uses: actions/setup-node@v4\n        with: {node-version: 18}\n";
+    let c = recall("github-actions", r, swapped);
+    assert_eq!((c.matched, c.total), (2, 3), "{c:?}");
+    assert_eq!(c.missed, ["jobs.doc2ci-fragment.steps[1].run = npm test"]);
+}
+
+#[test]
+fn job_names_do_not_decide_containment_but_values_do() {
+    let r = "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps: [{run: make}]\n";
+    let o = "on: push\njobs:\n  compile:\n    runs-on: [ubuntu-latest]\n    steps: [{run: make}]\n  lint:\n    runs-on: x\n    steps: [{run: lint}]\n";
+    assert_eq!(recall("github-actions", r, o).recall(), 1.0);
+    let c = recall("github-actions", r, "on: push\njobs:\n  b:\n    runs-on: macos-latest\n    steps: [{run: make}]\n");
+    assert_eq!(c.missed, ["jobs.build.runs-on[0] = ubuntu-latest"]);
+}
+
+#[test]
+fn gitlab_jobs_are_the_top_level_keys_that_are_not_keywords() {
+    let r = "stages: [build]\nbuild:\n  stage: build\n  script: make\n";
+    let o = "stages: [build]\ncompile:\n  stage: build\n  image: gcc\n  script:\n    - make\n";
+    let c = recall("gitlab-ci", r, o);
+    assert_eq!((c.matched, c.total), (3, 3), "{c:?}");
+    let c = recall("gitlab-ci", r, "stages: [test]\ncompile:\n  stage: build\n  script: [make]\n");
+    assert_eq!(c.missed, ["stages[0] = build"]);
+}
+
+#[test]
+fn nothing_is_not_a_configuration() {
+    let empty = canon("github-actions", "");
+    assert!(!sem_exact(&empty, &empty));
+    assert_eq!(containment(service_of("github-actions"), &empty, &empty).recall(), 0.0);
+}
+
+/// From the hand-coded sample: `permissions: {}` grants nothing, so a set of grants does not hold it.
+#[test]
+fn an_empty_mapping_is_held_only_by_an_empty_one() {
+    assert_eq!(recall("github-actions", "permissions: {}\n", "permissions:\n  contents: read\n").recall(), 0.0);
+    assert_eq!(recall("github-actions", "permissions: {}\n", "permissions: {}\non: push\n").recall(), 1.0);
+    // Filled-in defaults do not make a mapping non-empty: `strategy: {}` still says "nothing".
+    let c = recall(
+        "github-actions",
+        "runs-on: x\nstrategy: {}\nsteps: [{run: a}]\n",
+        "runs-on: x\nstrategy: {max-parallel: 2}\nsteps: [{run: a}]\n",
+    );
+    assert_eq!((c.matched, c.total), (2, 3), "{c:?}");
+}
