@@ -10,6 +10,8 @@ MODULES = [
     "ruamel.yaml", "jsonschema", "check_jsonschema",
     # metric peers (stages/score/tests/peers/metrics_peer.py)
     "sacrebleu", "crystalbleu", "zss", "rapidfuzz", "nltk", "deepdiff",
+    # the workflow differ beside the semantic metrics (stages/score/tests/peers/gawd_peer.py)
+    "gawd",
     # reading the warehouse as a user would (tests/py/duckdb_check.py); the lint peer
     # (tests/peers/lint_peer.py: its tools come from `doc2ci setup`, shellcheck from deps.sh)
     "duckdb",

@@ -62,6 +62,9 @@ pub const VIEWS: &[(&str, &str)] = &[
          FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample) \
          SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
          100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
+         AVG(s.sem_recall) AS mean_sem_recall, \
          100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
          100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
          100.0 * AVG(l.lint_as_is_ok) AS lint_as_is_pct, 100.0 * AVG(l.lint_ok) AS lint_pct, \
@@ -77,12 +80,28 @@ pub const VIEWS: &[(&str, &str)] = &[
         "model_summary",
         "SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
          100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
+         AVG(s.sem_recall) AS mean_sem_recall, \
          100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
          100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
          AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
          AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
          FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
          AND s.sample = v.sample AND s.round = v.round WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+    ),
+    // How often each notion of "the same configuration" holds, per service and model: stripped
+    // lines (exact), trees (tree_exact), the service's canonical form (sem_exact), and the
+    // reference held inside the answer (sem_contains).
+    (
+        "equivalence_summary",
+        "SELECT service, model, COUNT(*) AS n, \
+         100.0 * AVG(CASE WHEN exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN tree_exact THEN 1.0 ELSE 0.0 END) AS tree_exact_pct, \
+         100.0 * AVG(CASE WHEN sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
+         100.0 * AVG(CASE WHEN sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
+         AVG(sem_recall) AS mean_sem_recall \
+         FROM scores WHERE round = 0 GROUP BY service, model ORDER BY service, sem_contains_pct DESC",
     ),
     // Each lint tool per service and model: how many outputs it judged, its pass rates as written and
     // fragment-aware, and how many fragments were completed (and came out clean).

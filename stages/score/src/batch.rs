@@ -44,8 +44,9 @@ pub fn score_all<E: From<ScoreError>>(
         u
     };
     let refs: HashMap<usize, Prepared> =
-        used.par_iter().map(|&i| (i, Prepared::new(&pairs[i].reference, &ctx))).collect();
-    let outs: Vec<Prepared> = gens.par_iter().map(|g| Prepared::new(g.output.as_deref().unwrap_or(""), &ctx)).collect();
+        used.par_iter().map(|&i| (i, Prepared::for_service(&pairs[i].reference, &ctx, &pairs[i].service))).collect();
+    let outs: Vec<Prepared> =
+        gens.par_iter().map(|g| Prepared::for_service(g.output.as_deref().unwrap_or(""), &ctx, &g.service)).collect();
 
     let (vecs, embedded) = if METRICS.iter().any(|m| m.needs == Needs::Embeddings) {
         let mut texts: Vec<&str> = used.iter().map(|i| refs[i].clean()).collect();

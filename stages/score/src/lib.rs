@@ -89,6 +89,11 @@ pub struct Prepared {
     docs: kv::Docs,
     /// Documents of the text with CloudEval's wildcard labels applied, when any line carries one.
     labelled_docs: Option<kv::Docs>,
+    /// The service whose rules read the text ([`Prepared::for_service`]); None for a one-off
+    /// [`Prepared::new`], which leaves the semantic metrics out.
+    service: Option<&'static doc2ci_sem::Service>,
+    /// The documents' canonical form under that service's rules, when it has one and they load.
+    canon_form: Option<doc2ci_sem::Canon>,
 }
 
 impl Prepared {
@@ -116,9 +121,22 @@ impl Prepared {
             tree,
             docs,
             labelled_docs,
+            service: None,
+            canon_form: None,
             clean,
             lj,
         }
+    }
+
+    /// [`Prepared::new`] read with the rules of `service` (a partition name) too, as the semantic
+    /// metrics need; a service doc2ci-sem does not know leaves them out.
+    pub fn for_service(text: &str, ctx: &CrystalContext, service: &str) -> Prepared {
+        let mut p = Prepared::new(text, ctx);
+        p.service = doc2ci_sem::service(service);
+        if let (Some(svc), Some(docs)) = (p.service, &p.docs) {
+            p.canon_form = Some(doc2ci_sem::canonical(svc, docs));
+        }
+        p
     }
 
     /// SPEC §5 `clean` of the text.
@@ -200,6 +218,18 @@ fn label(v: &Value) -> String {
         Value::Seq(_) | Value::Map(_) => doc2ci_yaml::py_str_key(v),
         other => other.scalar_text().unwrap_or_default().to_string(),
     }
+}
+
+/// The reference's canonical leaves (`path = value`) that `output` misses at the best anchoring,
+/// as sem_recall counts them: what the sample browser shows beside an answer. None when the service
+/// has no `doc2ci-sem` rules or a text does not load.
+pub fn missed_leaves(service: &str, reference: &str, output: &str) -> Option<Vec<String>> {
+    let svc = doc2ci_sem::service(service)?;
+    let form = |text: &str| -> Option<doc2ci_sem::Canon> {
+        let docs = documents(&text::clean(capped(text).0), &Limits::default())?;
+        Some(doc2ci_sem::canonical(svc, &docs))
+    };
+    Some(doc2ci_sem::containment_explained(svc, &form(reference)?, &form(output)?).missed)
 }
 
 /// Every metric of one prepared output against its prepared reference (same [`CrystalContext`]),

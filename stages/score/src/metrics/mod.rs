@@ -32,6 +32,10 @@ pub enum Needs {
     /// `otherwise` (CloudEval records 0 where its code raises). `wildcards`: the reference is read
     /// with CloudEval's wildcard labels applied, as kv_wildcard compares it.
     Yaml { otherwise: MetricValue, wildcards: bool },
+    /// Both texts' canonical forms under their service's rules (`doc2ci-sem`). A text prepared
+    /// without a service ([`crate::Prepared::new`]) leaves the metric out; one that does not load
+    /// scores `otherwise`.
+    Canon { otherwise: MetricValue },
     /// Only the prepared texts, which every text has: one that does not load still has its
     /// stripped lines (`canon`) and a bare-root tree.
     Text,
@@ -50,6 +54,13 @@ impl<'a> Sides<'a> {
     /// The embeddings of a metric that [`Needs::Embeddings`].
     pub fn embeddings(&self) -> (&'a [f32], &'a [f32]) {
         self.embeddings.expect("Needs::Embeddings metrics are computed only with embeddings")
+    }
+
+    /// The service and both canonical forms of a [`Needs::Canon`] metric.
+    pub(crate) fn canon(&self) -> (&'static doc2ci_sem::Service, &'a doc2ci_sem::Canon, &'a doc2ci_sem::Canon) {
+        let service = self.reference.service.expect("Needs::Canon metrics are computed with a service");
+        let form = |p: &'a crate::Prepared| p.canon_form.as_ref().expect("Needs::Canon: both sides load");
+        (service, form(self.reference), form(self.output))
     }
 
     /// The reference's documents as a [`Needs::Yaml`] metric compares them.
@@ -72,6 +83,10 @@ impl Metric {
             Needs::Yaml { otherwise, wildcards }
                 if sides.reference_docs(wildcards).is_none() || sides.output.docs.is_none() =>
             {
+                return Some(otherwise)
+            }
+            Needs::Canon { .. } if sides.reference.service.is_none() || sides.output.service.is_none() => return None,
+            Needs::Canon { otherwise } if sides.reference.canon_form.is_none() || sides.output.canon_form.is_none() => {
                 return Some(otherwise)
             }
             _ => {}
@@ -109,6 +124,9 @@ registry! {
     kv_exact,
     kv_wildcard,
     tree_exact,
+    sem_exact,
+    sem_recall,
+    sem_contains,
 }
 
 #[cfg(test)]
@@ -128,7 +146,7 @@ mod tests {
         }
         for m in METRICS {
             assert!(!m.doc.is_empty() && !m.doc.contains('\n'), "{}: doc is one line", m.info.name);
-            if let Needs::Words { otherwise } | Needs::Yaml { otherwise, .. } = m.needs {
+            if let Needs::Words { otherwise } | Needs::Yaml { otherwise, .. } | Needs::Canon { otherwise } = m.needs {
                 assert_eq!(otherwise.kind(), m.info.kind, "{}: value when not applicable", m.info.name);
             }
         }

@@ -10,7 +10,7 @@ use doc2ci_yaml::Value;
 use super::{Metric, Needs, Sides};
 
 pub const METRIC: Metric = Metric {
-    info: MetricInfo { name: "tree_exact", higher_is_better: true, kind: MetricKind::Bool, in_study: false },
+    info: MetricInfo { name: "tree_exact", higher_is_better: true, kind: MetricKind::Bool, in_study: true },
     doc: "YAML documents of output and reference equal as trees (mapping key order ignored).",
     needs: Needs::Yaml { otherwise: MetricValue::Bool(false), wildcards: false },
     compute,
