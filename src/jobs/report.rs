@@ -82,6 +82,7 @@ impl Job for Report {
             validations: &study.validations,
             scores: &study.scores,
             lints: &study.lints,
+            missed: Some(&doc2ci_score::missed_leaves),
         };
         let input = doc2ci_report::Input {
             title: &self.params.title,

@@ -105,6 +105,7 @@ fn main() {
         validations: &rows_of.2,
         scores: &rows_of.3,
         lints: &[],
+        missed: Some(&doc2ci_score::missed_leaves),
     };
     let t = Instant::now();
     let files = doc2ci_report::build(&doc2ci_report::Input {

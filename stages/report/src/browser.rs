@@ -26,7 +26,13 @@ pub struct Samples<'a> {
     pub validations: &'a [Validation],
     pub scores: &'a [Score],
     pub lints: &'a [Lint],
+    /// The reference leaves an output misses (service, reference, output), shown beside an answer
+    /// that does not contain its reference; the engine passes the score stage's `missed_leaves`.
+    pub missed: Option<&'a (dyn Fn(&str, &str, &str) -> Option<Vec<String>> + Sync)>,
 }
+
+/// Missed leaves listed per answer at most: the page shows what is missing, not a dump.
+const MAX_MISSED: usize = 40;
 
 type Key<'a> = (&'a str, &'a str, &'a str, u32, u32);
 
@@ -161,6 +167,19 @@ pub fn files(
                 })
             })
             .collect();
+        // Which reference leaves the answer misses, where it does not contain its reference.
+        let contained = sc.and_then(|s| s.get("sem_contains")).map(|v| v.as_f64() == 1.0);
+        let missed = match (s.missed, contained, g.output.as_deref()) {
+            (Some(f), Some(false), Some(out)) => f(&g.service, &pairs[*p].reference, out).map(|m| {
+                let n = m.len();
+                let mut shown: Vec<Value> = m.into_iter().take(MAX_MISSED).map(|l| cap(&l)).collect();
+                if n > MAX_MISSED {
+                    shown.push(Value::from(format!("… and {} more", n - MAX_MISSED)));
+                }
+                shown
+            }),
+            _ => None,
+        };
         outputs[*p].push(json!({
             "model": g.model, "sample": g.sample, "round": g.round,
             "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
@@ -168,7 +187,7 @@ pub fn files(
             "finish": g.finish_reason,
             "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
             "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
-            "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list,
+            "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
         }));
     }
     let mut index_pairs = Vec::with_capacity(pairs.len());

@@ -252,7 +252,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     let mut out = Vec::new();
 
     // Table I
-    let mut t = Table::new("table1", "Table I. Per-model quality across services, grouped by size tier and ranked by mean cosine (95% bootstrap CI). Bold: best within tier.", &["Model", "Type", "Size (B)", "Cosine", "Exact%", "Parse%", "Schema%", "Fragment%", "n"]);
+    let mut t = Table::new("table1", "Table I. Per-model quality across services, grouped by size tier and ranked by mean cosine (95% bootstrap CI). Bold: best within tier.", &["Model", "Type", "Size (B)", "Cosine", "Exact%", "SemExact%", "Contains%", "Parse%", "Schema%", "Fragment%", "n"]);
     let mut ordered: Vec<(u8, String, f64, &str)> = models
         .iter()
         .map(|m| {
@@ -272,6 +272,8 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             mr.and_then(|m| m.size_b).map_or("–".into(), |s| format!("{s}")),
             means.with_ci("all", "cosine", m, false),
             pct(means.mean("all", "exact", m)),
+            pct(means.mean("all", "sem_exact", m)),
+            pct(means.mean("all", "sem_contains", m)),
             pct(means.mean("all", "parse_ok", m)),
             pct(means.mean("all", "schema_ok", m)),
             pct(means.mean("all", "fragment", m)),
@@ -286,9 +288,11 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             for (col, metric, low) in [
                 (3, "cosine", lower_is_better("cosine")),
                 (4, "exact", lower_is_better("exact")),
-                (5, "parse_ok", false),
-                (6, "schema_ok", false),
-                (7, "fragment", true),
+                (5, "sem_exact", lower_is_better("sem_exact")),
+                (6, "sem_contains", lower_is_better("sem_contains")),
+                (7, "parse_ok", false),
+                (8, "schema_ok", false),
+                (9, "fragment", true),
             ] {
                 let best = (gstart..i).filter_map(|r| means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(
                     None::<(usize, f64)>,
@@ -322,6 +326,27 @@ pub fn tables(inp: &Input) -> Vec<Table> {
                 .get(svc, "cosine", "all models")
                 .or(means.get(svc, "schema_ok", "all models"))
                 .map_or("–".into(), |r| r.n.to_string()),
+        ]);
+    }
+    out.push(t);
+
+    // How often each notion of "the same configuration" holds, per service over all models: the
+    // gap between exact and sem_contains is what spelling and completeness hide from exact match.
+    let mut t = Table::new(
+        "equivalence",
+        "Same configuration? Share of answers equal to the reference as stripped lines (Exact), as YAML trees (TreeExact), in the service's canonical form (SemExact), and holding the reference's whole configuration (Contains), with mean sem_recall.",
+        &["Service", "Exact%", "TreeExact%", "SemExact%", "Contains%", "SemRecall", "n"],
+    );
+    for (svc, disp) in inp.services.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("all", "Overall")]) {
+        let Some(r) = means.get(svc, "sem_contains", "all models") else { continue };
+        t.rows.push(vec![
+            disp.into(),
+            pct(means.mean(svc, "exact", "all models")),
+            pct(means.mean(svc, "tree_exact", "all models")),
+            pct(means.mean(svc, "sem_exact", "all models")),
+            pct(means.mean(svc, "sem_contains", "all models")),
+            f3(means.mean(svc, "sem_recall", "all models")),
+            r.n.to_string(),
         ]);
     }
     out.push(t);
