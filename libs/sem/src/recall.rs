@@ -30,9 +30,16 @@ impl Containment {
 struct Trace {
     on: bool,
     missed: Vec<String>,
+    /// Keys where an empty mapping is a value of its own (the service's `empty_is_a_value`).
+    strict: &'static [&'static str],
 }
 
 impl Trace {
+    /// A trace that only counts, for trying candidates.
+    fn quiet(&self) -> Trace {
+        Trace { on: false, missed: Vec::new(), strict: self.strict }
+    }
+
     fn child(&self, path: &str, seg: &str) -> String {
         if !self.on {
             return String::new();
@@ -65,9 +72,9 @@ impl Trace {
 pub(crate) fn containment(service: &Service, reference: &Canon, output: &Canon, explain: bool) -> Containment {
     let total = reference.docs.iter().map(|(_, n)| n.leaves()).sum();
     let mut matched = 0;
-    let mut trace = Trace { on: explain, missed: Vec::new() };
+    let mut trace = Trace { on: explain, missed: Vec::new(), strict: service.empty_is_a_value };
     for (_, r) in &reference.docs {
-        let mut quiet = Trace { on: false, missed: Vec::new() };
+        let mut quiet = trace.quiet();
         let best = output.docs.iter().map(|(_, o)| (root(service, r, o, &mut quiet, ""), o)).max_by_key(|(m, _)| *m);
         match best {
             Some((m, o)) => {
@@ -126,7 +133,8 @@ fn root(service: &Service, r: &Node, o: &Node, t: &mut Trace, path: &str) -> usi
 /// Leaves of `r` that `o` holds at the same place.
 fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
     match (r, o) {
-        // An empty mapping or list is held only by an empty one: `permissions: {}` grants nothing.
+        // An empty mapping or list written as a value is held only by an empty one (`permissions: {}`
+        // grants nothing); where it only says "no settings" the parent holds it by any mapping.
         (r, o) if r.is_bare() && o.is_bare() && std::mem::discriminant(r) == std::mem::discriminant(o) => 1,
         (r, _) if r.is_bare() => {
             t.miss_all(r, path);
@@ -136,7 +144,9 @@ fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
             .iter()
             .map(|(k, rv)| {
                 let p = t.child(path, &k.label());
+                let lenient = k.as_str().is_none_or(|k| !t.strict.contains(&k));
                 match om.get(k) {
+                    Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => 1,
                     Some(ov) => matched(rv, ov, t, &p),
                     None => {
                         t.miss_all(rv, &p);
@@ -161,7 +171,7 @@ fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
 /// most leaves (a weighted longest common subsequence).
 fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> usize {
     let (n, m) = (rs.len(), os.len());
-    let mut quiet = Trace { on: false, missed: Vec::new() };
+    let mut quiet = t.quiet();
     let mut score = vec![vec![0usize; m]; n];
     for (i, r) in rs.iter().enumerate() {
         for (j, o) in os.iter().enumerate() {
@@ -206,7 +216,7 @@ fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> usize {
 /// Jobs of the reference matched one-to-one to the output's whatever their names: greedily by
 /// leaves held, a job of the same name first among equals (so a file is fully matched to itself).
 fn assign(r: Vec<(&Node, &Node)>, o: Vec<(&Node, &Node)>, t: &mut Trace, path: &str) -> usize {
-    let mut quiet = Trace { on: false, missed: Vec::new() };
+    let mut quiet = t.quiet();
     let mut cands: Vec<(usize, bool, usize, usize)> = Vec::with_capacity(r.len() * o.len());
     for (i, (rk, rv)) in r.iter().enumerate() {
         for (j, (ok, ov)) in o.iter().enumerate() {

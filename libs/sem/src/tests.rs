@@ -69,16 +69,18 @@ fn nothing_is_not_a_configuration() {
     assert_eq!(containment(service_of("github-actions"), &empty, &empty).recall(), 0.0);
 }
 
-/// From the hand-coded sample: `permissions: {}` grants nothing, so a set of grants does not hold it.
+/// From the hand-coded sample: `permissions: {}` grants nothing, so a set of grants does not hold
+/// it; elsewhere an empty mapping only says "no settings", which any mapping holds.
 #[test]
-fn an_empty_mapping_is_held_only_by_an_empty_one() {
+fn an_empty_mapping_is_a_value_only_where_the_service_says_so() {
     assert_eq!(recall("github-actions", "permissions: {}\n", "permissions:\n  contents: read\n").recall(), 0.0);
     assert_eq!(recall("github-actions", "permissions: {}\n", "permissions: {}\non: push\n").recall(), 1.0);
-    // Filled-in defaults do not make a mapping non-empty: `strategy: {}` still says "nothing".
+    // Filled-in defaults do not make a mapping non-empty, and `strategy: {}` asks for no setting.
     let c = recall(
         "github-actions",
         "runs-on: x\nstrategy: {}\nsteps: [{run: a}]\n",
         "runs-on: x\nstrategy: {max-parallel: 2}\nsteps: [{run: a}]\n",
     );
-    assert_eq!((c.matched, c.total), (2, 3), "{c:?}");
+    assert_eq!((c.matched, c.total), (3, 3), "{c:?}");
+    assert_eq!(recall("circleci", "- checkout\n", "- checkout:\n    path: src\n").recall(), 1.0);
 }

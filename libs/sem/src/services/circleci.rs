@@ -12,6 +12,7 @@ pub const SERVICE: Service = Service {
     fragment,
     lift,
     jobs: Jobs::Under("jobs"),
+    empty_is_a_value: &[],
     canonicalize,
     rules: &[
         Rule {

@@ -15,6 +15,8 @@ pub const SERVICE: Service = Service {
     fragment,
     lift,
     jobs: Jobs::Under("jobs"),
+    // "permissions: {}" disables every scope (workflow syntax, `permissions`).
+    empty_is_a_value: &["permissions"],
     canonicalize,
     rules: &[
         Rule {

@@ -31,6 +31,9 @@ pub struct Service {
     pub lift: fn(Shape, Node) -> Node,
     /// Where the jobs of a whole file are: mapping keys whose names do not decide containment.
     pub jobs: Jobs,
+    /// Keys whose empty mapping is a value of its own, held only by an empty mapping; elsewhere an
+    /// empty mapping means "no settings" and any mapping holds it (`- checkout: {}`).
+    pub empty_is_a_value: &'static [&'static str],
     /// The documented spellings of a whole-file tree collapsed, each rewrite counted by rule.
     pub canonicalize: fn(&mut Node, &mut Applied),
     /// The rules `canonicalize` applies, for people and for the tests that each is documented.
