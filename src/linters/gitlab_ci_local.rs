@@ -3,10 +3,16 @@
 //! running one (`--list`). It evaluates `rules: if` as JavaScript, so model text reaches an
 //! `eval`: it runs only confined (Node.js's permission model: no process, no file outside its
 //! scratch folder) and offline (its own network namespace), or not at all.
+//!
+//! It runs as a library in doc2ci's driver (`tools/node/gitlab.mjs`): one process per core checks
+//! a chunk of texts one after another, each in a folder of its own, with the JSON Schema compiled
+//! once instead of once per text (most of a text's time as a command). A chunk that fails or runs
+//! out of time is checked again one text per process ([`super::chunked`]), so a hostile text costs
+//! only its own verdict. `bench/lint_gitlab.py` compares it with one command per text.
 
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
 use doc2ci_validate::Service;
 use rayon::prelude::*;
@@ -14,6 +20,10 @@ use rayon::prelude::*;
 use super::{install, sandbox, Limits, Tool};
 
 pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabCi, kind: "validator", probe, lint };
+
+/// Texts per driver process: large enough that start-up and the schema compile are amortised,
+/// small enough that a chunk retried one text at a time stays cheap.
+const CHUNK: usize = 64;
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;
@@ -26,12 +36,37 @@ fn probe() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    // It reads `.gitlab-ci.yml` from its working folder: one process per text, both cores busy.
-    texts.par_iter().map(|t| one(t, limits.per_text)).collect()
+    // One driver per core, each over its share of the texts in order.
+    let workers = rayon::current_num_threads().clamp(1, texts.len().max(1));
+    let share = texts.len().div_ceil(workers).max(1);
+    let parts: Vec<Result<Vec<Verdict>>> =
+        texts.par_chunks(share).map(|part| super::chunked("gitlab-ci-local", part, CHUNK, limits, batch)).collect();
+    let mut out = Vec::with_capacity(texts.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
 }
 
-fn one(text: &str, budget: Duration) -> Result<Verdict> {
-    let tools = install::node_ready().map_err(|e| anyhow!(e))?;
+fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
+    super::node_driver("gitlab-ci-local", "gitlab.mjs", texts, budget)?
+        .iter()
+        .map(|a| {
+            let ok = a.get("ok").and_then(|v| v.as_bool());
+            let output = a.get("output").and_then(|v| v.as_str());
+            match (ok, output) {
+                (Some(ok), Some(output)) => Ok(read::gitlab_ci_local(ok, output)),
+                _ => anyhow::bail!("gitlab-ci-local: an answer without `ok` and `output`"),
+            }
+        })
+        .collect()
+}
+
+/// The command line on one text in a scratch folder of its own: how the stage ran the tool before
+/// the driver, kept as the driver's peer (the test that their verdicts are the same).
+#[cfg(test)]
+pub(super) fn one_process(text: &str, budget: Duration) -> Result<Verdict> {
+    let tools = install::node_ready().map_err(|e| anyhow::anyhow!(e))?;
     let dir = sandbox::Scratch::new("gitlab")?;
     std::fs::write(dir.0.join(".gitlab-ci.yml"), text)?;
     let script = tools.join("node_modules/gitlab-ci-local/src/index.js");

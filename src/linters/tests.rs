@@ -227,3 +227,63 @@ fn the_lint_cache_runs_each_distinct_text_once() {
         assert_eq!(ran, 0, "{}: every verdict came from the cache", t.name);
     }
 }
+
+/// The driver (many texts per process, the schema compiled once) judges every text as the command
+/// line does, one process per text: valid pipelines, each kind of finding the reader names, YAML
+/// and schema errors, and a rule the JavaScript evaluation rejects.
+#[test]
+fn gitlab_driver_verdicts_equal_one_process_per_text() {
+    let mut texts: Vec<String> = vec![
+        "build:\n  script: [make]\n".into(),
+        "stages: [build, test]\nbuild:\n  stage: build\n  script: make\ntest:\n  needs: [build]\n  script: [make test]\n".into(),
+        "test:\n  stage: tst\n  script: [make]\n".into(),
+        "test:\n  needs: [nope]\n  script: [make]\n".into(),
+        "test:\n  extends: .missing\n  script: [make]\n".into(),
+        "test:\n  image: node:20\n".into(),
+        "a: [1\n".into(),
+        "test:\n  script: 1\n  when: sometimes\n".into(),
+        "test:\n  script: [x]\n  rules:\n    - if: $CI == \"x\" && (\n".into(),
+        "test:\n  script: [x]\n  rules:\n    - if: $CI_COMMIT_BRANCH == \"main\"\n      when: manual\n".into(),
+        ".tmpl:\n  script: [make]\njob:\n  extends: .tmpl\n  variables: {A: 1}\n".into(),
+        "include:\n  - local: missing.yml\nbuild:\n  script: [echo]\n".into(),
+        "default:\n  image: ruby:3.2\n  before_script: [bundle]\nrspec:\n  script: rspec\n".into(),
+        "- make\n- make test\n".into(),
+        "just text".into(),
+        "".into(),
+    ];
+    // The GitLab CI corpus of documented equivalences (both sides).
+    let corpus = std::fs::read_to_string(
+        std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap())
+            .join("libs/sem/tests/corpus/gitlab-ci.yaml"),
+    )
+    .unwrap();
+    // Each case's `a: |` and `b: |` block (their lines are indented by four spaces).
+    let mut block: Option<String> = None;
+    for line in corpus.lines().chain(["-"]) {
+        match (&mut block, line.strip_prefix("    ")) {
+            (Some(b), Some(rest)) => {
+                b.push_str(rest);
+                b.push('\n');
+            }
+            (Some(_), None) if line.is_empty() => block.as_mut().unwrap().push('\n'),
+            _ => {
+                texts.extend(block.take());
+                if line == "  a: |" || line == "  b: |" {
+                    block = Some(String::new());
+                }
+            }
+        }
+    }
+    assert!(texts.len() >= 40, "{} texts", texts.len());
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let driver = (tool("gitlab-ci-local").lint)(&refs, limits()).unwrap();
+    let one: Vec<Verdict> = {
+        use rayon::prelude::*;
+        refs.par_iter().map(|t| gitlab_ci_local::one_process(t, limits().per_text).unwrap()).collect()
+    };
+    for ((t, d), o) in texts.iter().zip(&driver).zip(&one) {
+        assert_eq!(d, o, "{t:?}: the driver and the command line disagree");
+    }
+    let rejected = one.iter().filter(|v| !matches!(v, Verdict::Findings(f) if f.is_empty())).count();
+    assert!(rejected >= 8 && rejected < texts.len() - 4, "{rejected} of {} rejected", texts.len());
+}
