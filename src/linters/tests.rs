@@ -248,6 +248,9 @@ fn gitlab_driver_verdicts_equal_one_process_per_text() {
         "include:\n  - local: missing.yml\nbuild:\n  script: [echo]\n".into(),
         "default:\n  image: ruby:3.2\n  before_script: [bundle]\nrspec:\n  script: rspec\n".into(),
         "- make\n- make test\n".into(),
+        // gitlab-ci-local warns of this with `console.log`: the warning is the text's output.
+        "build:\n  script: [a]\n  script: [b]\n".into(),
+        "build:\n  script: [a]\n  stage: nope\n  stage: other\n".into(),
         "just text".into(),
         "".into(),
     ];

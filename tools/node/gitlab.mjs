@@ -26,6 +26,15 @@ Ajv.prototype.compile = function (s, meta) {
   return compiled;
 };
 
+// What gitlab-ci-local prints itself (`console.log` of a warning, say) belongs to the text being
+// checked, as on the command line, where it is part of that text's stdout and stderr; the
+// answers go out through the original stdout only.
+const answer = process.stdout.write.bind(process.stdout);
+const warn = process.stderr.write.bind(process.stderr);
+let current = null;
+process.stdout.write = (chunk, ...rest) => (current ? (current.stdout(String(chunk)), true) : answer(chunk, ...rest));
+process.stderr.write = (chunk, ...rest) => (current ? (current.stderr(String(chunk)), true) : warn(chunk, ...rest));
+
 const scratch = process.cwd();
 let n = 0;
 for await (const line of readline.createInterface({ input: process.stdin, crlfDelay: Infinity })) {
@@ -37,6 +46,7 @@ for await (const line of readline.createInterface({ input: process.stdin, crlfDe
   fs.mkdirSync(dir);
   fs.writeFileSync(path.join(dir, ".gitlab-ci.yml"), text);
   const ws = new WriteStreamsMock();
+  current = ws;
   let ok = true;
   try {
     // The command line's `--list --no-evaluate-rule-changes`, in the text's own folder.
@@ -49,7 +59,8 @@ for await (const line of readline.createInterface({ input: process.stdin, crlfDe
     else ws.stderr(`${e.stack ?? e}\n`);
   }
   ws.flush();
+  current = null;
   const output = ws.stdoutLines.join("\n") + "\n" + ws.stderrLines.join("\n");
-  process.stdout.write(JSON.stringify({ id, ok, output }) + "\n");
+  answer(JSON.stringify({ id, ok, output }) + "\n");
   fs.rmSync(dir, { recursive: true, force: true });
 }
