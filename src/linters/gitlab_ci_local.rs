@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
 use doc2ci_validate::Service;
-use rayon::prelude::*;
 
 use super::{install, sandbox, Limits, Tool};
 
@@ -36,16 +35,7 @@ fn probe() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    // One driver per core, each over its share of the texts in order.
-    let workers = rayon::current_num_threads().clamp(1, texts.len().max(1));
-    let share = texts.len().div_ceil(workers).max(1);
-    let parts: Vec<Result<Vec<Verdict>>> =
-        texts.par_chunks(share).map(|part| super::chunked("gitlab-ci-local", part, CHUNK, limits, batch)).collect();
-    let mut out = Vec::with_capacity(texts.len());
-    for p in parts {
-        out.extend(p?);
-    }
-    Ok(out)
+    super::per_core("gitlab-ci-local", texts, CHUNK, limits, batch)
 }
 
 fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {

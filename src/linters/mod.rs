@@ -65,6 +65,28 @@ pub fn probe(tool: &Tool) -> Result<String, String> {
     r
 }
 
+/// [`chunked`] over one share of `texts` per core, the shares in parallel: a tool's processes keep
+/// every core busy on one partition, as one slow tool (or the last partition of a run) otherwise
+/// leaves the other cores idle. Verdicts come back in the texts' order.
+fn per_core(
+    tool: &str,
+    texts: &[&str],
+    size: usize,
+    limits: Limits,
+    chunk: impl Fn(&[&str], Duration) -> Result<Vec<Verdict>> + Sync,
+) -> Result<Vec<Verdict>> {
+    use rayon::prelude::*;
+    let workers = rayon::current_num_threads().clamp(1, texts.len().max(1));
+    let share = texts.len().div_ceil(workers).max(1);
+    let parts: Vec<Result<Vec<Verdict>>> =
+        texts.par_chunks(share).map(|part| chunked(tool, part, size, limits, &chunk)).collect();
+    let mut out = Vec::with_capacity(texts.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
+}
+
 /// Runs `chunk` over `texts` in chunks of `size`; a chunk that fails or times out is run again one
 /// text at a time, so one hostile text costs only its own verdict (`Unreadable`, naming the tool).
 fn chunked(
