@@ -290,3 +290,23 @@ fn gitlab_driver_verdicts_equal_one_process_per_text() {
     let rejected = one.iter().filter(|v| !matches!(v, Verdict::Findings(f) if f.is_empty())).count();
     assert!(rejected >= 8 && rejected < texts.len() - 4, "{rejected} of {} rejected", texts.len());
 }
+
+/// The CircleCI driver reloads its parser only after the parser threw: a text it refused, one
+/// refused before parsing and a valid one, in every order in one process, get the verdicts each
+/// gets alone.
+#[test]
+fn circleci_verdicts_do_not_depend_on_the_texts_before() {
+    let valid = "version: 2.1\njobs:\n  build:\n    docker: [{image: cimg/base:2024.01}]\n    steps: [checkout, {run: make}]\nworkflows:\n  main:\n    jobs: [build]\n";
+    let thrown = valid.replace("jobs: [build]", "jobs: [nope]");
+    let refused = "not: [a, config]\n";
+    let texts = [valid, thrown.as_str(), refused];
+    let alone: Vec<Verdict> =
+        texts.iter().map(|t| (tool("circleci-config-parser").lint)(&[t], limits()).unwrap().remove(0)).collect();
+    assert!(findings(&alone[0]).is_empty() && !findings(&alone[1]).is_empty(), "{alone:?}");
+    for order in [[0, 1, 2, 0], [1, 0, 2, 0], [2, 0, 1, 0], [1, 2, 0, 1]] {
+        let batch: Vec<&str> = order.iter().map(|&i| texts[i]).collect();
+        let got = (tool("circleci-config-parser").lint)(&batch, limits()).unwrap();
+        let want: Vec<&Verdict> = order.iter().map(|&i| &alone[i]).collect();
+        assert_eq!(got.iter().collect::<Vec<_>>(), want, "order {order:?}");
+    }
+}
