@@ -236,11 +236,7 @@ fn server(file: &Path, g: &GenSettings) -> Result<String> {
 
 /// A file llama.cpp would refuse with "check the input params" is named for what it is.
 fn check_gguf(file: &Path) -> Result<()> {
-    let mut magic = [0u8; 4];
-    let n = std::fs::File::open(file)
-        .and_then(|mut f| f.read(&mut magic))
-        .with_context(|| format!("cannot read {}", file.display()))?;
-    if n < 4 || &magic != b"GGUF" {
+    if !doc2ci_smollm::is_gguf(file).with_context(|| format!("cannot read {}", file.display()))? {
         bail!("{} is not a GGUF file (it does not start with the GGUF magic)", file.display());
     }
     Ok(())

@@ -241,10 +241,18 @@ pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
 
 /// Why a file candle cannot parse was refused: a GGUF in a newer format or tensor type (I-quants),
 /// or not a GGUF at all.
-fn unreadable(gguf: &Path, e: impl std::fmt::Display) -> Error {
+/// Whether the file starts with the GGUF magic (a file shorter than it is not a GGUF).
+pub fn is_gguf(path: &Path) -> std::io::Result<bool> {
     let mut magic = [0u8; 4];
-    let is_gguf = File::open(gguf).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"GGUF";
-    if is_gguf {
+    match File::open(path)?.read_exact(&mut magic) {
+        Ok(()) => Ok(&magic == b"GGUF"),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn unreadable(gguf: &Path, e: impl std::fmt::Display) -> Error {
+    if is_gguf(gguf).unwrap_or(false) {
         Error::Unsupported(format!(
             "{}: a GGUF the embedded kernel cannot read ({e}); backend = \"llama-cpp\" runs any GGUF llama.cpp runs",
             gguf.display()
