@@ -90,7 +90,7 @@ pub(crate) fn containment(service: &Service, reference: &Canon, output: &Canon, 
 }
 
 /// A whole-file reference against a whole-file output: jobs matched whatever their names.
-fn root(service: &Service, r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
+fn root<'a>(service: &Service, r: &'a Node, o: &'a Node, t: &mut Trace, path: &str) -> usize {
     let (Node::Map(rm), Node::Map(om)) = (r, o) else { return matched(r, o, t, path) };
     match service.jobs {
         Jobs::None => matched(r, o, t, path),
@@ -112,20 +112,9 @@ fn root(service: &Service, r: &Node, o: &Node, t: &mut Trace, path: &str) -> usi
             .sum(),
         Jobs::TopLevelExcept(keywords) => {
             let is_job = |k: &Node| k.as_str().is_none_or(|k| !keywords.contains(&k));
-            let split = |m: &'_ BTreeMap<Node, Node>| -> (BTreeMap<Node, Node>, Vec<(Node, Node)>) {
-                let (jobs, rest): (Vec<_>, Vec<_>) =
-                    m.iter().map(|(k, v)| (k.clone(), v.clone())).partition(|(k, _)| is_job(k));
-                (rest.into_iter().collect(), jobs)
-            };
-            let ((r_rest, r_jobs), (o_rest, o_jobs)) = (split(rm), split(om));
-            let globals = if r_rest.is_empty() { 0 } else { matched(&Node::Map(r_rest), &Node::Map(o_rest), t, path) };
-            globals
-                + assign(
-                    r_jobs.iter().map(|(k, v)| (k, v)).collect(),
-                    o_jobs.iter().map(|(k, v)| (k, v)).collect(),
-                    t,
-                    path,
-                )
+            let jobs = |m: &'a BTreeMap<Node, Node>| m.iter().filter(|(k, _)| is_job(k)).collect::<Vec<_>>();
+            // Global keywords by name, jobs whatever their names.
+            entries(rm.iter().filter(|(k, _)| !is_job(k)), om, t, path) + assign(jobs(rm), jobs(om), t, path)
         }
     }
 }
@@ -140,21 +129,7 @@ fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
             t.miss_all(r, path);
             0
         }
-        (Node::Map(rm), Node::Map(om)) => rm
-            .iter()
-            .map(|(k, rv)| {
-                let p = t.child(path, &k.label());
-                let lenient = k.as_str().is_none_or(|k| !t.strict.contains(&k));
-                match om.get(k) {
-                    Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => 1,
-                    Some(ov) => matched(rv, ov, t, &p),
-                    None => {
-                        t.miss_all(rv, &p);
-                        0
-                    }
-                }
-            })
-            .sum(),
+        (Node::Map(rm), Node::Map(om)) => entries(rm.iter(), om, t, path),
         (Node::Seq(rs), Node::Seq(os)) => align(rs, os, t, path),
         // A default the reference leaves out asks for nothing; one the output leaves out is held.
         (Node::Default(_), _) => 0,
@@ -165,6 +140,28 @@ fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
             0
         }
     }
+}
+
+/// Leaves of the reference entries that the output mapping holds under the same keys.
+fn entries<'a>(
+    rs: impl Iterator<Item = (&'a Node, &'a Node)>,
+    om: &BTreeMap<Node, Node>,
+    t: &mut Trace,
+    path: &str,
+) -> usize {
+    rs.map(|(k, rv)| {
+        let p = t.child(path, &k.label());
+        let lenient = k.as_str().is_none_or(|k| !t.strict.contains(&k));
+        match om.get(k) {
+            Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => 1,
+            Some(ov) => matched(rv, ov, t, &p),
+            None => {
+                t.miss_all(rv, &p);
+                0
+            }
+        }
+    })
+    .sum()
 }
 
 /// The reference's items matched to the output's in order, gaps allowed on both sides, for the
