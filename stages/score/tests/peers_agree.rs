@@ -16,8 +16,9 @@
 //! scores all 7,908 real outputs instead of the sample (minutes; rouge_l then only where committed);
 //! `DOC2CI_PEER_JSON=file` reuses a saved `metrics_peer.py` output instead of running it.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,30 +36,9 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
 }
 
-fn data_dir() -> PathBuf {
-    std::env::var_os("DOC2CI_LLM4CI_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("../../../shared/data/llm4ci"))
-}
-
 /// The Docs file's references in ID order, read independently of the peer.
-fn docs_references(dir: &Path) -> Vec<String> {
-    let path = dir.join("GitHubActions_Docs.csv.gz");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .read_to_string(&mut text)
-        .expect("Docs file is gzip'd UTF-8");
-    let mut rdr = csv::Reader::from_reader(text.as_bytes());
-    let headers = rdr.headers().expect("header row").clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} column"));
-    let (id, code) = (col("ID"), col("Code"));
-    let mut rows: Vec<(u64, String)> = rdr
-        .records()
-        .map(|r| {
-            let r = r.expect("valid CSV record");
-            (r[id].parse().expect("numeric ID"), r[code].to_string())
-        })
-        .collect();
+fn docs_references() -> Vec<String> {
+    let mut rows = common::column("GitHubActions_Docs.csv.gz", "Code");
     rows.sort_by_key(|(i, _)| *i);
     rows.into_iter().map(|(_, c)| c).collect()
 }
@@ -134,8 +114,8 @@ impl Agreement {
 
 #[test]
 fn every_metric_agrees_with_its_peer_on_real_data() {
-    let dir = data_dir();
-    let refs = docs_references(&dir);
+    let dir = common::data_dir();
+    let refs = docs_references();
     assert_eq!(refs.len(), 1318, "the Docs file has 1,318 references");
     let ctx = CrystalContext::from_references(&refs);
     let peer = run_peer(&dir);
