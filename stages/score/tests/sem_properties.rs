@@ -73,8 +73,10 @@ fn key(k: &Value, rng: &mut Rng) -> String {
 fn flow(v: &Value, rng: &mut Rng) -> String {
     match v {
         Value::Map(m) => {
-            let items: Vec<String> =
-                shuffled(m, rng).into_iter().map(|(k, v)| format!("{}: {}", key(k, rng), flow_item(v, rng))).collect();
+            let items: Vec<String> = shuffled(m, rng)
+                .into_iter()
+                .map(|(k, v)| format!("{}: {}", flow_item(k, rng), flow_item(v, rng)))
+                .collect();
             format!("{{{}}}", items.join(", "))
         }
         Value::Seq(s) => format!("[{}]", s.iter().map(|i| flow_item(i, rng)).collect::<Vec<_>>().join(", ")),
@@ -82,7 +84,8 @@ fn flow(v: &Value, rng: &mut Rng) -> String {
     }
 }
 
-/// A value inside a flow collection: an empty plain null would be ambiguous there.
+/// A key or value inside a flow collection: an empty plain null would be ambiguous there, and a
+/// plain scalar with a flow indicator (`${{ x }}`) would end the collection.
 fn flow_item(v: &Value, rng: &mut Rng) -> String {
     match v {
         Value::Null { .. } => "null".into(),
