@@ -106,10 +106,13 @@ pub fn netns() -> bool {
 /// Output kept per stream.
 pub const MAX_OUTPUT: usize = 16 << 20;
 
-/// Runs `program args` in `dir` with `stdin`, offline when the machine allows it.
 /// The writable memory a lint tool may use.
 const TOOL_MEMORY: libc::rlim_t = 3 << 30;
 
+/// Runs `program args` in `dir` with `stdin`, offline when the machine allows it, for at most
+/// `timeout` of wall time and as much CPU time (a tool's budget: the lint stage runs one tool
+/// process per core, so a tool that spreads over threads cannot take the cores of the others;
+/// the runtimes' own worker pools are asked to stay at one thread).
 pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, timeout: Duration) -> Result<Ran> {
     let mut cmd = if netns() {
         let p = netns_prefix();
@@ -127,19 +130,26 @@ pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, 
         .env("TMPDIR", dir)
         .env("LANG", "C.UTF-8")
         .env("NO_COLOR", "1")
+        .env("RAYON_NUM_THREADS", "1")
+        .env("TOKIO_WORKER_THREADS", "1")
+        .env("UV_THREADPOOL_SIZE", "1")
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: prctl is async-signal-safe; the tool dies with the thread that waits for it, so a
-    // killed doc2ci leaves no linter behind.
+    let cpu_secs = timeout.as_secs_f64().ceil().max(1.0) as libc::rlim_t;
+    // SAFETY: prctl and setrlimit are async-signal-safe; the tool dies with the thread that waits
+    // for it, so a killed doc2ci leaves no linter behind.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             // Heap and other writable memory capped: a hostile text cannot make a tool take the
             // machine's memory (address-space reservations, which WebAssembly makes, do not count).
             let cap = libc::rlimit { rlim_cur: TOOL_MEMORY, rlim_max: TOOL_MEMORY };
             libc::setrlimit(libc::RLIMIT_DATA, &cap);
+            // SIGKILL at the budget: a tool cannot catch it and keep going.
+            let cpu = libc::rlimit { rlim_cur: cpu_secs, rlim_max: cpu_secs };
+            libc::setrlimit(libc::RLIMIT_CPU, &cpu);
             Ok(())
         });
     }
@@ -241,6 +251,20 @@ mod tests {
         )
         .unwrap();
         assert!(big.truncated && big.stdout.len() == MAX_OUTPUT);
+    }
+
+    #[test]
+    fn a_tool_gets_its_cpu_budget_and_single_threaded_runtimes() {
+        let s = Scratch::new("t").unwrap();
+        let r = run(
+            Path::new("/bin/sh"),
+            &["-c".into(), "ulimit -t; ulimit -d; echo $RAYON_NUM_THREADS $TOKIO_WORKER_THREADS".into()],
+            &s.0,
+            None,
+            Duration::from_millis(7_300),
+        )
+        .unwrap();
+        assert_eq!(r.stdout, format!("8\n{}\n1 1\n", TOOL_MEMORY / 1024));
     }
 
     #[test]
