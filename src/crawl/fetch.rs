@@ -4,7 +4,7 @@
 //! Long on purpose: both fetchers and the browser's life cycle (start, PDEATHSIG, reaping) share
 //! the same bounds and error shapes, and are tested together.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -334,6 +334,8 @@ pub struct Browser {
     driver: Option<tokio::process::Child>,
     webdriver_url: String,
     profile_dir: PathBuf,
+    /// The browser's TMPDIR ([`browser_tmp`]), removed with it.
+    tmp: PathBuf,
     params: CrawlParams,
 }
 
@@ -341,7 +343,7 @@ pub use crate::assets::which;
 
 /// Reads chromedriver's "started successfully on port N" line; its later output is drained so a
 /// full pipe never blocks it.
-async fn driver_port(child: &mut tokio::process::Child, exe: &std::path::Path) -> Result<u16> {
+async fn driver_port(child: &mut tokio::process::Child, exe: &Path) -> Result<u16> {
     use tokio::io::AsyncBufReadExt;
     let out = child.stdout.take().ok_or_else(|| anyhow!("{}: no stdout", exe.display()))?;
     let mut lines = tokio::io::BufReader::new(out).lines();
@@ -366,13 +368,14 @@ async fn driver_port(child: &mut tokio::process::Child, exe: &std::path::Path) -
 }
 
 /// Starts chromedriver on a port the OS picks, bound to die with this process.
-async fn spawn_driver(params: &CrawlParams, home: &std::path::Path) -> Result<(tokio::process::Child, String)> {
+async fn spawn_driver(params: &CrawlParams, home: &Path, tmp: &Path) -> Result<(tokio::process::Child, String)> {
     let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
     let mut cmd = tokio::process::Command::new(&exe);
     // Untrusted pages run in the browser: it sees none of the user's environment (API keys,
-    // cloud credentials), only what it needs to start, with a home of its own.
+    // cloud credentials), only what it needs to start, with a home and a temporary folder of its
+    // own (Chromium leaves `org.chromium.*` folders in TMPDIR when it is killed).
     std::fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
-    cmd.env_clear().env("HOME", home);
+    cmd.env_clear().env("HOME", home).env("TMPDIR", tmp);
     for keep in BROWSER_ENV {
         if let Some(v) = std::env::var_os(keep) {
             cmd.env(keep, v);
@@ -405,8 +408,49 @@ fn sh_quote(s: &str) -> String {
 
 /// Browsers left by a killed run of this warehouse are killed: their `--user-data-dir` lies under
 /// `dir` in a folder named after the pid of the doc2ci process that started them (`unique()`), and
-/// that process is gone. Browsers of live runs (this one's other partitions) are left alone.
-pub fn reap_orphans(dir: &std::path::Path) -> usize {
+/// that process is gone. Then the folders of such runs are removed: profile, home and wrapper under
+/// `dir`, and their temporary folders ([`browser_tmp`]). Browsers of live runs (this one's other
+/// partitions) and their folders are left alone.
+pub fn reap_orphans(dir: &Path) -> usize {
+    let n = kill_orphans(dir);
+    let gone = |owner: Option<u32>| {
+        owner.is_some_and(|o| o != std::process::id() && !Path::new(&format!("/proc/{o}")).exists())
+    };
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if gone(name.split('-').next().and_then(|p| p.parse::<u32>().ok())) {
+            let p = e.path();
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
+    }
+    for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let owner = name.strip_prefix(TMP_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok());
+        if gone(owner) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    n
+}
+
+const TMP_PREFIX: &str = "doc2ci-browser-";
+
+/// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX` (mkdtemp: an
+/// unpredictable name, 0700). Short on purpose: Chromium puts its sockets in it, and a socket path
+/// may not exceed 107 bytes (a folder inside the warehouse was too deep, and Chromium did not start).
+fn browser_tmp() -> Result<PathBuf> {
+    let template = std::env::temp_dir().join(format!("{TMP_PREFIX}{}-XXXXXX", std::process::id()));
+    let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())?.into_bytes_with_nul();
+    // SAFETY: a NUL-terminated, writable template that mkdtemp fills in place.
+    if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("creating {}", template.display()));
+    }
+    bytes.pop();
+    use std::os::unix::ffi::OsStringExt;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+}
+
+fn kill_orphans(dir: &Path) -> usize {
     let needle = format!("--user-data-dir={}/", dir.display());
     let mut n = 0;
     let Ok(rd) = std::fs::read_dir("/proc") else { return 0 };
@@ -415,7 +459,7 @@ pub fn reap_orphans(dir: &std::path::Path) -> usize {
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
         let Some(arg) = cmd.split(|b| *b == 0).find(|a| a.starts_with(needle.as_bytes())) else { continue };
         let owner = String::from_utf8_lossy(&arg[needle.len()..]).split('-').next().and_then(|p| p.parse::<u32>().ok());
-        let owner_alive = owner.is_some_and(|o| std::path::Path::new(&format!("/proc/{o}")).exists());
+        let owner_alive = owner.is_some_and(|o| Path::new(&format!("/proc/{o}")).exists());
         if !owner_alive {
             unsafe { libc::kill(pid, libc::SIGKILL) };
             n += 1;
@@ -426,7 +470,7 @@ pub fn reap_orphans(dir: &std::path::Path) -> usize {
 
 /// What of the environment the browser keeps: how to find programs and fonts, the locale, and the
 /// crash harness's mark on the processes it starts.
-const BROWSER_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "DOC2CI_CRASH_HARNESS"];
+const BROWSER_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "DOC2CI_CRASH_HARNESS"];
 
 /// Whether Chromium's own sandbox can run here: not as root (Chromium refuses it), and only with
 /// unprivileged user namespaces. When it cannot, the crawler says so once.
@@ -458,14 +502,15 @@ impl Browser {
     /// Starts chromedriver on a free loopback port (or uses `params.webdriver`) and opens a
     /// session with a fresh Chromium profile under `scratch`.
     pub async fn start(params: &CrawlParams, scratch: PathBuf) -> Result<Browser> {
+        let tmp = browser_tmp()?;
         let (driver, webdriver_url) = match &params.webdriver {
             Some(u) => (None, u.clone()),
             None => {
-                let (child, url) = spawn_driver(params, &scratch.with_extension("home")).await?;
+                let (child, url) = spawn_driver(params, &scratch.with_extension("home"), &tmp).await?;
                 (Some(child), url)
             }
         };
-        let mut b = Browser { client: None, driver, webdriver_url, profile_dir: scratch, params: params.clone() };
+        let mut b = Browser { client: None, driver, webdriver_url, profile_dir: scratch, tmp, params: params.clone() };
         b.session().await?;
         Ok(b)
     }
@@ -557,7 +602,7 @@ impl Browser {
             let _ = d.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), d.wait()).await;
         }
-        let (child, url) = spawn_driver(&self.params, &self.profile_dir.with_extension("home")).await?;
+        let (child, url) = spawn_driver(&self.params, &self.profile_dir.with_extension("home"), &self.tmp).await?;
         self.driver = Some(child);
         self.webdriver_url = url;
         Ok(())
@@ -680,6 +725,8 @@ impl Browser {
             let _ = d.kill().await;
         }
         let _ = std::fs::remove_dir_all(&self.profile_dir);
+        let _ = std::fs::remove_dir_all(self.profile_dir.with_extension("home"));
+        let _ = std::fs::remove_dir_all(&self.tmp);
         let _ = std::fs::remove_file(self.profile_dir.with_extension("chromium.sh"));
     }
 }

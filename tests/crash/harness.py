@@ -15,7 +15,7 @@ Checks (each failure is listed in the report, and the exit code is 1):
 - every table holds the same rows as the uninterrupted run (volatile columns such as timings left
   out), with no duplicate keys, and every Parquet file of the warehouse reads;
 - no browser or chromedriver process outlives a kill; no staging, browser, checkpoint or temporary
-  file is left after `gc`;
+  file is left after `gc`, and no folder of the browser's in doc2ci's TMPDIR;
 - the OpenAI-compatible server was asked each request at most once more than needed per kill that
   happened while that model was generating, times its slots (the README's promise).
 """
@@ -287,6 +287,11 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="doc2ci-crash-"))
     env = dict(os.environ)
     env[MARK_KEY] = MARK_VALUE
+    # doc2ci's own temporary folder: a killed browser must leave nothing in it (Chromium writes
+    # `org.chromium.*` folders to the TMPDIR it is given).
+    tmp = base / "tmp"
+    tmp.mkdir()
+    env["TMPDIR"] = str(tmp)
     failures: list[str] = []
     report: dict = {"seed": a.seed, "kills": 0, "kills_by_stage": {}, "resumes": 0}
     try:
@@ -380,6 +385,9 @@ def main() -> int:
                 if g.returncode != 0:
                     failures.append(f"gc failed: {g.stderr[-2000:]}")
                 failures.extend(leftovers(wh))
+                chromium = sorted(x.name for x in tmp.iterdir() if x.name.startswith("org.chromium"))
+                if chromium:
+                    failures.append(f"the browser left {len(chromium)} folder(s) in TMPDIR: {chromium[:3]}")
             srv.shutdown()
             reqs = reqlog.read_text().split() if reqlog.exists() else []
             results[name] = {"tables": tables(wh) if wh.exists() else {}, "requests": reqs,
