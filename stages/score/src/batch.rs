@@ -45,12 +45,17 @@ pub fn score_all<E: From<ScoreError>>(
     };
     let refs: HashMap<usize, Prepared> =
         used.par_iter().map(|&i| (i, Prepared::for_service(&pairs[i].reference, &ctx, &pairs[i].service))).collect();
-    let outs: Vec<Prepared> =
-        gens.par_iter().map(|g| Prepared::for_service(g.output.as_deref().unwrap_or(""), &ctx, &g.service)).collect();
+    // An output is prepared where it is scored and dropped after: each is scored once, and a
+    // prepared text holds its n-gram tables (hundreds of bytes per character), so a partition's
+    // outputs prepared at once held hundreds of megabytes. Only their cleaned texts are kept.
+    fn output(g: &Generation) -> &str {
+        g.output.as_deref().unwrap_or("")
+    }
 
     let (vecs, embedded) = if METRICS.iter().any(|m| m.needs == Needs::Embeddings) {
+        let cleaned: Vec<String> = gens.par_iter().map(|g| crate::cleaned(output(g))).collect();
         let mut texts: Vec<&str> = used.iter().map(|i| refs[i].clean()).collect();
-        texts.extend(outs.iter().map(|o| o.clean()));
+        texts.extend(cleaned.iter().map(String::as_str));
         let (vecs, embedded) = embed(&texts)?;
         if vecs.len() != texts.len() {
             return Err(ScoreError::Embeddings { expected: texts.len(), got: vecs.len() }.into());
@@ -67,11 +72,11 @@ pub fn score_all<E: From<ScoreError>>(
 
     let rows = gens
         .par_iter()
-        .zip(outs.par_iter())
         .enumerate()
-        .map(|(k, (g, o))| {
+        .map(|(k, g)| {
             let i = *index.get(g.pair_id.as_str()).ok_or_else(|| ScoreError::UnknownPair(g.pair_id.clone()))?;
             let reference = &refs[&i];
+            let o = &Prepared::for_service(output(g), &ctx, &g.service);
             let sides = Sides { reference, output: o, embeddings: out_vec(k).map(|ov| (ref_vec[&i], ov)) };
             let metrics = METRICS
                 .iter()

@@ -61,6 +61,12 @@ impl Scores {
 /// 100 MB output must not take the machine. The largest real text of the llm4ci data is 18 KB.
 pub const MAX_SCORED_BYTES: usize = 64 << 10;
 
+/// SPEC §5 `clean` of a text as it is scored (cut to [`MAX_SCORED_BYTES`] first): what
+/// [`Prepared::clean`] gives, without preparing the rest.
+pub fn cleaned(text: &str) -> String {
+    text::clean(capped(text).0)
+}
+
 /// `text` cut to at most `MAX_SCORED_BYTES` at a character boundary, and whether it was cut.
 fn capped(text: &str) -> (&str, bool) {
     if text.len() <= MAX_SCORED_BYTES {
@@ -100,7 +106,7 @@ impl Prepared {
     /// Prepares `text` (as stored: raw reference or model output) with the service's context.
     pub fn new(text: &str, ctx: &CrystalContext) -> Prepared {
         let (text, truncated) = capped(text);
-        let clean = text::clean(text);
+        let clean = cleaned(text);
         let lj = text::lj_of_clean(&clean);
         let limits = Limits::default();
         let docs = documents(&clean, &limits);
