@@ -133,75 +133,79 @@ pub fn files(
     let (mut cp, mut cm, mut cs, mut cr, mut clast, mut cv, mut cl) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut cx: Vec<Vec<Value>> = vec![Vec::with_capacity(gens.len()); metrics.len()];
-    // Per chunk: pair records with their outputs.
-    let mut chunks: Vec<Vec<Value>> = vec![];
-    let mut outputs: Vec<Vec<Value>> = vec![Vec::new(); pairs.len()];
-    for (p, g) in &gens {
-        let k = key(&g.service, &g.pair_id, &g.model, g.sample, g.round);
-        let v = vals.get(&k).copied();
-        let sc = scores.get(&k).copied();
-        let ls: &[&Lint] = lints.get(&k).map_or(&[], |v| v.as_slice());
-        cp.push(*p);
-        cm.push(model_idx[g.model.as_str()]);
-        cs.push(g.sample);
-        cr.push(g.round);
-        clast.push((last_round[&(*p, g.model.as_str(), g.sample)] == g.round) as u8);
-        cv.push(validity(g, v));
-        cl.push(lint_code(ls));
-        for (col, m) in cx.iter_mut().zip(&metrics) {
-            col.push(sc.and_then(|s| s.get(m.name)).map_or(Value::Null, |x| round4(x.as_f64())));
-        }
-        let score_obj: serde_json::Map<String, Value> = metrics
-            .iter()
-            .filter_map(|m| sc.and_then(|s| s.get(m.name)).map(|x| (m.name.to_string(), round4(x.as_f64()))))
-            .collect();
-        let lint_list: Vec<Value> = ls
-            .iter()
-            .map(|l| {
-                json!({
-                    "tool": l.tool, "kind": l.kind, "ok": l.ok, "note": l.note,
-                    "findings": l.findings.iter().take(50).map(|f| {
-                        let at = f.line.map(|n| format!("line {n}: ")).unwrap_or_default();
-                        cap(&format!("{at}{} ({})", f.message, f.rule))
-                    }).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        // Which reference leaves the answer misses, where it does not contain its reference.
-        let contained = sc.and_then(|s| s.get("sem_contains")).map(|v| v.as_f64() == 1.0);
-        let missed = match (s.missed, contained, g.output.as_deref()) {
-            (Some(f), Some(false), Some(out)) => f(&g.service, &pairs[*p].reference, out).map(|m| {
-                let n = m.len();
-                let mut shown: Vec<Value> = m.into_iter().take(MAX_MISSED).map(|l| cap(&l)).collect();
-                if n > MAX_MISSED {
-                    shown.push(Value::from(format!("… and {} more", n - MAX_MISSED)));
-                }
-                shown
-            }),
-            _ => None,
-        };
-        outputs[*p].push(json!({
-            "model": g.model, "sample": g.sample, "round": g.round,
-            "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
-            "degenerate": g.degenerate_kind.as_deref().or(g.degenerate.then_some("degenerate")),
-            "finish": g.finish_reason,
-            "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
-            "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
-            "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
-        }));
-    }
+    // Pair by pair (the outputs are sorted by pair), each chunk written out as soon as its pairs are
+    // done: only one chunk's records are ever held as JSON values.
+    let mut chunk_files: Vec<(String, String)> = vec![];
+    let mut chunk: Vec<Value> = vec![];
     let mut index_pairs = Vec::with_capacity(pairs.len());
-    for (i, (p, outs)) in pairs.iter().zip(outputs).enumerate() {
-        let n = i / CHUNK_PAIRS;
-        if chunks.len() <= n {
-            chunks.push(vec![]);
+    let mut next = gens.iter().peekable();
+    for (i, pr) in pairs.iter().enumerate() {
+        let mut outs: Vec<Value> = vec![];
+        while let Some((p, g)) = next.next_if(|(p, _)| *p == i) {
+            let k = key(&g.service, &g.pair_id, &g.model, g.sample, g.round);
+            let v = vals.get(&k).copied();
+            let sc = scores.get(&k).copied();
+            let ls: &[&Lint] = lints.get(&k).map_or(&[], |v| v.as_slice());
+            cp.push(*p);
+            cm.push(model_idx[g.model.as_str()]);
+            cs.push(g.sample);
+            cr.push(g.round);
+            clast.push((last_round[&(*p, g.model.as_str(), g.sample)] == g.round) as u8);
+            cv.push(validity(g, v));
+            cl.push(lint_code(ls));
+            for (col, m) in cx.iter_mut().zip(&metrics) {
+                col.push(sc.and_then(|s| s.get(m.name)).map_or(Value::Null, |x| round4(x.as_f64())));
+            }
+            let score_obj: serde_json::Map<String, Value> = metrics
+                .iter()
+                .filter_map(|m| sc.and_then(|s| s.get(m.name)).map(|x| (m.name.to_string(), round4(x.as_f64()))))
+                .collect();
+            let lint_list: Vec<Value> = ls
+                .iter()
+                .map(|l| {
+                    json!({
+                        "tool": l.tool, "kind": l.kind, "ok": l.ok, "note": l.note,
+                        "findings": l.findings.iter().take(50).map(|f| {
+                            let at = f.line.map(|n| format!("line {n}: ")).unwrap_or_default();
+                            cap(&format!("{at}{} ({})", f.message, f.rule))
+                        }).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            // Which reference leaves the answer misses, where it does not contain its reference.
+            let contained = sc.and_then(|s| s.get("sem_contains")).map(|v| v.as_f64() == 1.0);
+            let missed = match (s.missed, contained, g.output.as_deref()) {
+                (Some(f), Some(false), Some(out)) => f(&g.service, &pr.reference, out).map(|m| {
+                    let n = m.len();
+                    let mut shown: Vec<Value> = m.into_iter().take(MAX_MISSED).map(|l| cap(&l)).collect();
+                    if n > MAX_MISSED {
+                        shown.push(Value::from(format!("… and {} more", n - MAX_MISSED)));
+                    }
+                    shown
+                }),
+                _ => None,
+            };
+            outs.push(json!({
+                "model": g.model, "sample": g.sample, "round": g.round,
+                "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
+                "degenerate": g.degenerate_kind.as_deref().or(g.degenerate.then_some("degenerate")),
+                "finish": g.finish_reason,
+                "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
+                "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
+                "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
+            }));
         }
-        index_pairs.push(json!([svc_idx(&p.service), p.pair_id, p.title, n]));
-        chunks[n].push(json!({
-            "key": format!("{}/{}", p.service, p.pair_id), "service": p.service, "title": p.title, "url": p.url,
-            "description": cap(&p.description), "reference": cap(&p.reference), "copies": p.n_copies,
+        let n = i / CHUNK_PAIRS;
+        index_pairs.push(json!([svc_idx(&pr.service), pr.pair_id, pr.title, n]));
+        chunk.push(json!({
+            "key": format!("{}/{}", pr.service, pr.pair_id), "service": pr.service, "title": pr.title, "url": pr.url,
+            "description": cap(&pr.description), "reference": cap(&pr.reference), "copies": pr.n_copies,
             "outputs": outs,
         }));
+        if chunk.len() == CHUNK_PAIRS || i + 1 == pairs.len() {
+            let records = Value::Array(std::mem::take(&mut chunk));
+            chunk_files.push((format!("samples/chunk-{n}.js"), format!("doc2ciChunk({n},{records});\n")));
+        }
     }
     let values: serde_json::Map<String, Value> =
         metrics.iter().zip(cx).map(|(m, col)| (m.name.to_string(), Value::Array(col))).collect();
@@ -218,9 +222,7 @@ pub fn files(
         ("samples.html".to_string(), PAGE.replace("{{TITLE}}", &crate::esc(title))),
         ("samples/index.js".to_string(), format!("doc2ciIndex({index});\n")),
     ];
-    for (n, c) in chunks.into_iter().enumerate() {
-        files.push((format!("samples/chunk-{n}.js"), format!("doc2ciChunk({n},{});\n", Value::Array(c))));
-    }
+    files.extend(chunk_files);
     files
 }
 
