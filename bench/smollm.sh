@@ -54,6 +54,16 @@ o, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(f"generation: ours {o['gen_tokens_per_s']} tok/s, llama.cpp {p['gen_tokens_per_s']} tok/s, ratio {o['gen_tokens_per_s'] / p['gen_tokens_per_s']:.2f}x")
 print(f"prefill: ours {o['prompt_tokens_per_s']} tok/s, llama.cpp {p['prompt_tokens_per_s']} tok/s, ratio {o['prompt_tokens_per_s'] / p['prompt_tokens_per_s']:.2f}x")
 PY
+# Each decoding kernel this CPU has, forced (DOC2CI_KERNEL), against the same llama.cpp figure: an
+# AVX2 machine runs the avx2 row, an old or non-x86 one the scalar row.
+for kernel in avx512 avx2 scalar; do
+  K_OURS=$(DOC2CI_KERNEL=$kernel "$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K" 2>/dev/null) || { echo "kernel $kernel: not on this CPU"; continue; }
+  python3 - "$kernel" "$K_OURS" "$PEER" <<'PY'
+import json, sys
+k, o, p = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+print(f"kernel {k}: generation {o['gen_tokens_per_s']} tok/s, llama.cpp {p['gen_tokens_per_s']} tok/s, ratio {o['gen_tokens_per_s'] / p['gen_tokens_per_s']:.2f}x")
+PY
+done
 # A partition's pairs decoded together (continuous batching in the backend; here the same batch API):
 # aggregate tokens/s of BATCH answers one after another against the same answers decoded in one batch.
 # The prompts are the study's for real llm4ci pairs (`Title: Description`), so they share only the

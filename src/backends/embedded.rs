@@ -56,6 +56,10 @@ fn pins(g: &GenSettings) -> Vec<(String, String)> {
         None => assets::pinned_sha256(SMOLLM2_GGUF).map(|h| vec![(SMOLLM2_GGUF.to_string(), h)]).unwrap_or_default(),
     };
     pins.push(("doc2ci-smollm numerics".into(), doc2ci_smollm::NUMERICS.into()));
+    // Each kernel adds floats in its own order: a cache shared by an AVX2 and an AVX-512 machine
+    // keeps their answers apart.
+    let kernel = doc2ci_smollm::Kernel::chosen().map_or_else(|e| e.to_string(), |k| format!("{k:?}").to_lowercase());
+    pins.push(("doc2ci-smollm kernel".into(), kernel));
     pins
 }
 

@@ -24,9 +24,14 @@ import xllamacpp as xlc
 
 
 def start(model: str, port: int = 0, threads: int = 1, parallel: int = 1, ctx: int = 2048,
-          alias: str = "smollm2", verbose: bool = False) -> "xlc.Server":
-    """The server, listening (at `server.listening_address`) until it is deleted or the process ends."""
+          alias: str = "smollm2", verbose: bool = False, template: str | None = None) -> "xlc.Server":
+    """The server, listening (at `server.listening_address`) until it is deleted or the process ends.
+    Chat templates are rendered by llama.cpp's Jinja engine (the server's default, as doc2ci's
+    llama-cpp backend runs it); `template`: a Jinja chat template used instead of the GGUF's own."""
     p = xlc.CommonParams()
+    p.use_jinja = True
+    if template is not None:
+        p.chat_template = template
     p.model.path = model
     p.model_alias = {alias}
     p.port = port
@@ -43,6 +48,12 @@ def post(server: "xlc.Server", path: str, body: dict) -> dict:
     req = urllib.request.Request(server.listening_address + path, data=json.dumps(body).encode(),
                                  headers={"content-type": "application/json"})
     with urllib.request.urlopen(req) as r:
+        return json.load(r)
+
+
+def get(server: "xlc.Server", path: str) -> dict:
+    """One GET of the server's HTTP API (`/props`, `/health`, ...)."""
+    with urllib.request.urlopen(server.listening_address + path) as r:
         return json.load(r)
 
 

@@ -5,7 +5,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The file is not a model this crate runs: metadata missing, another architecture or
-    /// tokenizer, a chat template other than ChatML, blocks of an unknown size.
+    /// tokenizer, a chat template that does not render, blocks of an unknown size.
     #[error("{0}")]
     Unsupported(String),
     /// A request the model cannot take (a prompt longer than its context), or a batch that

@@ -25,11 +25,16 @@ use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 pub mod cores;
 pub mod error;
 mod llama;
+mod template;
 pub use error::Error;
 pub use llama::{prefill_boundary, PREFILL_CHUNK};
+pub use q8::Kernel;
+
+pub use template::ChatTemplate;
 
 /// The decoder's numerics, in the cache key of every embedded generation: bumped whenever a
 /// change may move a logit (2: prefill in chunks at fixed positions, so shared prefixes reuse).
+/// The decoding kernel ([`Kernel::chosen`]) stands beside it: each sums floats in its own order.
 pub const NUMERICS: &str = "2";
 mod q8;
 
@@ -37,7 +42,9 @@ pub struct Embedded {
     model: llama::Llama,
     tokenizer: tokenizers::Tokenizer,
     template: ChatTemplate,
-    /// `<|im_end|>`, EOS, `<|endoftext|>`.
+    /// The BOS id every prompt starts with, when the vocabulary adds one (`add_bos_token`).
+    bos: Option<u32>,
+    /// The vocabulary's end-of-generation ids (EOS, EOT, EOM) and the turn ends templates write.
     stop: Vec<u32>,
     name: String,
     /// Where the decoding weights came from: the file's own blocks, or (block types the kernel
@@ -51,57 +58,6 @@ pub struct Embedded {
     reuse: std::sync::atomic::AtomicBool,
     /// Prompt positions taken from the previous prompt's cache instead of prefilled, in total.
     reused: std::sync::atomic::AtomicUsize,
-}
-
-/// ChatML as the GGUF's `tokenizer.chat_template` spells it, including its default system prompt (inserted when the
-/// conversation does not start with one), so prompts are byte-identical to the Jinja template llama.cpp renders.
-#[derive(Debug, Clone)]
-pub struct ChatTemplate {
-    pub default_system: Option<String>,
-}
-
-impl ChatTemplate {
-    pub fn from_jinja(t: &str) -> Result<ChatTemplate> {
-        // Jinja spells the role both ways (Qwen2.5 writes `message.role`).
-        let role = t.contains("message['role']") || t.contains("message.role") || t.contains("message[\"role\"]");
-        if !(t.contains("<|im_start|>") && t.contains("<|im_end|>") && role) {
-            fail!(
-                Unsupported,
-                "chat template is not ChatML (only ChatML is supported): {}",
-                t.chars().take(200).collect::<String>()
-            );
-        }
-        // The newline after "system" is a real one in SmolLM2's GGUF; other converters keep Jinja's escape.
-        let default_system = if t.contains("messages[0]['role'] != 'system'") {
-            ["<|im_start|>system\n", "<|im_start|>system\\n"].iter().find_map(|marker| {
-                t.find(marker).and_then(|i| {
-                    let rest = &t[i + marker.len()..];
-                    rest.find("<|im_end|>").map(|j| unescape_jinja(&rest[..j]))
-                })
-            })
-        } else {
-            None
-        };
-        Ok(ChatTemplate { default_system })
-    }
-
-    pub fn render(&self, messages: &[Message]) -> String {
-        let mut s = String::new();
-        if let (Some(sys), Some(first)) = (&self.default_system, messages.first()) {
-            if first.role != "system" {
-                s.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
-            }
-        }
-        for m in messages {
-            s.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
-        }
-        s.push_str("<|im_start|>assistant\n");
-        s
-    }
-}
-
-fn unescape_jinja(s: &str) -> String {
-    s.replace("\\n", "\n").replace("\\'", "'")
 }
 
 /// A GGUF's metadata string `key` (None: absent or not a string), read without its tensors: what a
@@ -188,6 +144,22 @@ const DENSE: [GgmlDType; 3] = [GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16];
 const PRE_DIGITS: [&str; 7] = ["smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"];
 const PRE_GPT2: [&str; 2] = ["gpt-2", "gpt2"];
 
+/// The id of a special token (`bos`, `eos`, `eot`, ...) the vocabulary names, if any.
+fn special_id(ct: &gguf_file::Content, which: &str) -> Option<u32> {
+    ct.metadata.get(&format!("tokenizer.ggml.{which}_token_id")).and_then(|v| v.to_u32().ok())
+}
+
+/// The GGUF's chat template, compiled, with its vocabulary's BOS and EOS texts. Whether the
+/// vocabulary adds BOS is the file's `add_bos_token`; without one, llama.cpp's default for the
+/// byte-level BPE pre-tokenizers this kernel reads is no.
+fn template_of(ct: &gguf_file::Content) -> Result<ChatTemplate> {
+    let source = md_str(ct, "tokenizer.chat_template")?;
+    let tokens = md_strings(ct, "tokenizer.ggml.tokens")?;
+    let text = |which: &str| special_id(ct, which).and_then(|i| tokens.get(i as usize)).cloned().unwrap_or_default();
+    let add_bos = ct.metadata.get("tokenizer.ggml.add_bos_token").and_then(|v| v.to_bool().ok()).unwrap_or(false);
+    ChatTemplate::new(source, &text("bos"), &text("eos"), add_bos)
+}
+
 /// Everything in `ct` the embedded kernel cannot run as the file says, checked before anything
 /// loads: one message naming each (architecture, tokenizer, pre-tokenizer, tensor types, chat
 /// template) and the backend that runs it. Nothing is converted, nothing written beside the file.
@@ -197,6 +169,12 @@ pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
     match s("general.architecture").as_deref() {
         Some("llama") => {}
         a => why.push(format!("architecture {} (only llama)", a.unwrap_or("(none)"))),
+    }
+    // The kernel's rotary embedding is plain RoPE: a file that scales it (linear, YaRN, Llama 3's
+    // long-context factors) would run with the wrong positions, silently.
+    match s("llama.rope.scaling.type").as_deref() {
+        None | Some("none") => {}
+        Some(t) => why.push(format!("rope scaling {t} (the kernel applies none)")),
     }
     match s("tokenizer.ggml.model").as_deref() {
         Some("gpt2") => match s("tokenizer.ggml.pre").as_deref() {
@@ -221,8 +199,8 @@ pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
         ));
     }
     match s("tokenizer.chat_template") {
-        Some(t) => {
-            if let Err(e) = ChatTemplate::from_jinja(&t) {
+        Some(_) => {
+            if let Err(e) = template_of(ct) {
                 why.push(e.to_string());
             }
         }
@@ -293,15 +271,16 @@ impl Embedded {
         };
         let (ct, mut r) = open()?;
         check_runnable(&ct, gguf)?;
+        Kernel::chosen()?;
         let tokenizer = tokenizer_from_gguf(&ct).within(|| format!("tokenizer of {}", gguf.display()))?;
-        let template = ChatTemplate::from_jinja(md_str(&ct, "tokenizer.chat_template")?)?;
+        let template = template_of(&ct)?;
+        let bos = special_id(&ct, "bos").filter(|_| template.add_bos);
         let mut stop = Vec::new();
-        for t in ["<|im_end|>", "<|endoftext|>"] {
+        for t in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"] {
             stop.extend(tokenizer.token_to_id(t));
         }
-        if let Some(eos) = ct.metadata.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()) {
-            stop.push(eos);
-        }
+        // llama.cpp ends a turn at any end-of-generation token the vocabulary names.
+        stop.extend(["eos", "eot", "eom"].iter().filter_map(|k| special_id(&ct, k)));
         stop.sort();
         stop.dedup();
         let name = ct
@@ -327,6 +306,7 @@ impl Embedded {
             model,
             tokenizer,
             template,
+            bos,
             stop,
             name,
             weights_source,
@@ -403,8 +383,17 @@ impl Embedded {
             .to_vec())
     }
 
-    pub fn prompt(&self, messages: &[Message]) -> String {
+    /// The prompt text, as llama.cpp's `/apply-template` gives it.
+    pub fn prompt(&self, messages: &[Message]) -> Result<String> {
         self.template.render(messages)
+    }
+
+    /// The prompt's token ids, as llama.cpp's server tokenizes it (special tokens parsed, BOS
+    /// first when the vocabulary adds one).
+    pub fn prompt_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
+        let mut ids: Vec<u32> = self.bos.into_iter().collect();
+        ids.extend(self.tokenize(&self.prompt(messages)?)?);
+        Ok(ids)
     }
 
     /// Greedy when temperature == 0; sampling with the seed otherwise. Blocking, CPU-bound.
@@ -450,8 +439,7 @@ impl Embedded {
     /// A sequence with its prompt prefilled and its first token drawn (or finished already).
     fn start(&self, messages: &[Message], max_tokens: u32, temperature: f32, seed: Option<u64>) -> Result<Seq> {
         let started = Instant::now();
-        let prompt = self.prompt(messages);
-        let prompt_ids = self.tokenize(&prompt)?;
+        let prompt_ids = self.prompt_ids(messages)?;
         if prompt_ids.len() >= self.context {
             fail!(
                 Request,
@@ -561,7 +549,11 @@ impl Embedded {
     }
 
     pub fn describe(&self) -> String {
-        format!("embedded {} (f32 prefill, batched integer decoding; weights from {})", self.name, self.weights_source)
+        let kernel = Kernel::chosen().map_or_else(|e| e.to_string(), |k| format!("{k:?}"));
+        format!(
+            "embedded {} (f32 prefill, batched integer decoding on the {kernel} kernel; weights from {})",
+            self.name, self.weights_source
+        )
     }
 }
 

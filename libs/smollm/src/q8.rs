@@ -1,6 +1,8 @@
 //! Q8_0 weights times a few activation rows: the decoding step's matrix products, one row per
-//! sequence of the batch. AVX-512 VNNI where the CPU has it (detected at run time: nothing is
-//! compiled for the build machine's CPU, SPEC §9), scalar elsewhere.
+//! sequence of the batch. AVX-512 VNNI where the CPU has it, else AVX2 (most AMD EPYC before Zen 4,
+//! many laptops), else scalar: detected at run time (nothing is compiled for the build machine's
+//! CPU, SPEC §9), and `DOC2CI_KERNEL=avx512|avx2|scalar` forces one, so every path the CPU has
+//! is tested and measured on any machine.
 //!
 //! Why our own kernel: candle's Q8_0 product costs as much per row for four rows as for one
 //! (measured: 3.6× the time for 4 rows), so decoding sequences together gained nothing; here each
@@ -62,8 +64,6 @@ struct Acts {
     qs: Vec<i8>,
     d: Vec<f32>,
     s: Vec<f32>,
-    /// Each pair of blocks' scales spread over 16 lanes (8 each), as the vector kernel uses them.
-    lanes: Vec<f32>,
 }
 
 fn f16_to_f32(bits: u16) -> f32 {
@@ -154,9 +154,15 @@ impl Q8Matrix {
 
     /// `x`: `b` rows of `k` values. Returns `b` rows of `n`.
     pub fn matmul(&self, x: &[f32], b: usize) -> Vec<f32> {
+        // A kernel that cannot be chosen stopped the model's load (`Embedded::load`).
+        self.matmul_on(Kernel::chosen().unwrap_or(Kernel::Scalar), x, b)
+    }
+
+    /// [`Self::matmul`] on one kernel. Panics if the CPU lacks it ([`Kernel::available`]).
+    pub(crate) fn matmul_on(&self, kernel: Kernel, x: &[f32], b: usize) -> Vec<f32> {
         assert_eq!(x.len(), b * self.k, "activation rows of length k");
+        assert!(Kernel::available().contains(&kernel), "this CPU cannot run the {kernel:?} kernel");
         let acts = quantize(x, self.k);
-        let vnni = vnni();
         // Column-major while computing (each task owns whole columns), row-major when returned.
         let mut cols = vec![0f32; self.n * b];
         cols.par_chunks_mut(COLS_PER_TASK * b).enumerate().for_each(|(t, out)| {
@@ -164,19 +170,24 @@ impl Q8Matrix {
             for (dj, o) in out.chunks_exact_mut(b).enumerate() {
                 let j = j0 + dj;
                 let w = self.row(j);
-                #[cfg(target_arch = "x86_64")]
-                if vnni {
-                    // SAFETY: the CPU has AVX-512 F/BW/VNNI (checked at run time).
-                    unsafe {
+                match kernel {
+                    // SAFETY: the CPU has the kernel's features (asserted above, detected at run time).
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx512 => unsafe {
                         match w.m {
                             None => x86::dot_rows::<false>(&w, &acts, self.k, o),
                             Some(_) => x86::dot_rows::<true>(&w, &acts, self.k, o),
                         }
-                    };
-                    continue;
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::Avx2 => unsafe {
+                        match w.m {
+                            None => avx2::dot_rows::<false>(&w, &acts, self.k, o),
+                            Some(_) => avx2::dot_rows::<true>(&w, &acts, self.k, o),
+                        }
+                    },
+                    _ => dot_rows_scalar(&w, &acts, self.k, o),
                 }
-                let _ = vnni;
-                dot_rows_scalar(&w, &acts, self.k, o);
             }
         });
         let mut out = vec![0f32; self.n * b];
@@ -189,18 +200,68 @@ impl Q8Matrix {
     }
 }
 
-fn vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *V.get_or_init(|| {
-            std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512bw")
-                && std::is_x86_feature_detected!("avx512vnni")
+/// The decoding kernels, fastest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX-512 F/BW with VNNI: 64 bytes per instruction, four byte products per lane summed at once.
+    Avx512,
+    /// AVX2 with FMA: 32 bytes (one block) per instruction, llama.cpp's sign trick and 16-bit pairs.
+    Avx2,
+    Scalar,
+}
+
+impl Kernel {
+    /// What this CPU can run, fastest first (scalar always).
+    pub fn available() -> &'static [Kernel] {
+        static K: std::sync::OnceLock<Vec<Kernel>> = std::sync::OnceLock::new();
+        K.get_or_init(|| {
+            let mut k = Vec::new();
+            #[cfg(target_arch = "x86_64")]
+            {
+                let has = |f: &[bool]| f.iter().all(|&b| b);
+                if has(&[
+                    std::is_x86_feature_detected!("avx512f"),
+                    std::is_x86_feature_detected!("avx512bw"),
+                    std::is_x86_feature_detected!("avx512vnni"),
+                ]) {
+                    k.push(Kernel::Avx512);
+                }
+                if has(&[std::is_x86_feature_detected!("avx2"), std::is_x86_feature_detected!("fma")]) {
+                    k.push(Kernel::Avx2);
+                }
+            }
+            k.push(Kernel::Scalar);
+            k
         })
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+
+    /// The kernel decoding uses: `DOC2CI_KERNEL` (avx512, avx2 or scalar) when set, else the
+    /// fastest this CPU has. Read once per process; a kernel this CPU lacks, or another name, is
+    /// an error (the model refuses to load with it).
+    pub fn chosen() -> Result<Kernel> {
+        static K: std::sync::OnceLock<std::result::Result<Kernel, String>> = std::sync::OnceLock::new();
+        let k = K.get_or_init(|| match std::env::var("DOC2CI_KERNEL") {
+            Ok(name) => match Kernel::parse(&name) {
+                Some(k) if Kernel::available().contains(&k) => Ok(k),
+                Some(k) => Err(format!("DOC2CI_KERNEL={name}: this CPU cannot run the {k:?} kernel")),
+                None => Err(format!("DOC2CI_KERNEL={name}: one of avx512, avx2, scalar")),
+            },
+            Err(_) => Ok(Kernel::available()[0]),
+        });
+        match k {
+            Ok(k) => Ok(*k),
+            Err(e) => fail!(Unsupported, "{e}"),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kernel> {
+        match name {
+            "avx512" => Some(Kernel::Avx512),
+            "avx2" => Some(Kernel::Avx2),
+            "scalar" => Some(Kernel::Scalar),
+            _ => None,
+        }
+    }
 }
 
 /// Per 32 values: scale = max |x| / 127, value = round(x / scale) (candle's and ggml's Q8_0 rule).
@@ -217,10 +278,17 @@ fn quantize(x: &[f32], k: usize) -> Acts {
         qs.extend(q);
     }
     debug_assert_eq!(qs.len() % k, 0);
-    let spread = |v: &[f32], f: f32| -> Vec<f32> {
-        v.chunks_exact(2).flat_map(|p| [p[0] * f; 8].into_iter().chain([p[1] * f; 8])).collect()
-    };
-    Acts { lanes: spread(&d, 1.0), qs, d, s: sums }
+    Acts { qs, d, s: sums }
+}
+
+/// A Q4 row's offsets' term, `Σ m[i]·s[i]` over its blocks in block order (0 for Q8_0 rows): the
+/// vector kernels add it once per row, as llama.cpp's AVX2 dot product adds its `summs`.
+#[inline]
+fn offsets<const OFFSET: bool>(w: &Row, s: &[f32]) -> f32 {
+    match w.m {
+        Some(m) if OFFSET => m.iter().zip(s).fold(0.0, |acc, (m, s)| acc + m * s),
+        _ => 0.0,
+    }
 }
 
 /// The scalar kernel: per block an exact integer dot product, scaled (plus the offset term) and
@@ -257,50 +325,27 @@ mod x86 {
     use super::{Acts, Row, QK};
     use std::arch::x86_64::*;
 
-    /// Two blocks' scales spread over the 16 lanes of a vector: 8 lanes each.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn scales(p: *const f32, idx: __m512i) -> __m512 {
-        _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(p as *const f64))))
-    }
-
-    /// `Σ m[i]·s[i]` in 16 lanes, the tail masked.
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn offsets(m: &[f32], s: &[f32]) -> f32 {
-        let mut acc = _mm512_setzero_ps();
-        let mut i = 0;
-        while i < m.len() {
-            let mask: __mmask16 = if m.len() - i >= 16 { 0xffff } else { (1u16 << (m.len() - i)) - 1 };
-            let (mv, sv) =
-                (_mm512_maskz_loadu_ps(mask, m.as_ptr().add(i)), _mm512_maskz_loadu_ps(mask, s.as_ptr().add(i)));
-            acc = _mm512_fmadd_ps(mv, sv, acc);
-            i += 16;
-        }
-        _mm512_reduce_add_ps(acc)
-    }
-
     /// One weight row against every activation row. Per 64 bytes (two blocks): |w| as unsigned
     /// bytes times x with w's sign (VNNI multiplies unsigned by signed), four products per lane
-    /// summed exactly in 32 bits, then scaled by w's and x's block scales into a float
-    /// accumulator; one horizontal sum at the end.
+    /// summed exactly in 32 bits; then each block's 8 lanes scaled by w's and x's block scales
+    /// into an 8-lane float accumulator, block after block, and one horizontal sum at the end.
+    /// The float steps are the AVX2 kernel's, in its order, so both give the same bits (and the
+    /// order of llama.cpp's AVX2 dot product); only the integer part is wider.
     ///
-    /// With `OFFSET` (Q4 blocks: packed nibbles, unsigned values, no sign trick) the blocks' `m · s` is added once
-    /// per row at the end, a short dot product of the row's offsets and the activations' sums.
-    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+    /// With `OFFSET` (Q4 blocks: packed nibbles, unsigned values, no sign trick) the blocks' `m · s`
+    /// is added once per row at the end, summed in block order.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn dot_rows<const OFFSET: bool>(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
         let (wq, wd) = (w.qs, w.d);
-        let wm = w.m.unwrap_or(&[]);
         let nb = k / QK;
         let b = out.len();
-        let idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
         let zero = _mm512_setzero_si512();
         // Rows eight at a time (a whole batch of the embedded backend): their accumulators stay in
         // registers, and each weight vector is loaded and unpacked once for all of them.
         let mut r0 = 0;
         while r0 < b {
             let rows = (b - r0).min(8);
-            let mut acc = [_mm512_setzero_ps(); 8];
+            let mut acc = [_mm256_setzero_ps(); 8];
             for p in 0..k / 64 {
                 let wv = if OFFSET {
                     // 32 bytes of nibbles (two blocks) → 64 values in block order: 128-bit lanes
@@ -314,22 +359,83 @@ mod x86 {
                     _mm512_loadu_si512(wq.as_ptr().add(p * 64) as *const __m512i)
                 };
                 let (neg, aw) = if OFFSET { (0, wv) } else { (_mm512_movepi8_mask(wv), _mm512_abs_epi8(wv)) };
-                let dw = scales(wd.as_ptr().add(2 * p), idx);
                 for (i, acc) in acc.iter_mut().enumerate().take(rows) {
                     let r = r0 + i;
                     let xv = _mm512_loadu_si512(a.qs.as_ptr().add(r * k + p * 64) as *const __m512i);
                     let sx = if OFFSET { xv } else { _mm512_mask_sub_epi8(xv, neg, zero, xv) };
-                    let isum = _mm512_dpbusd_epi32(zero, aw, sx);
-                    let lane = (r * nb / 2 + p) * 16;
-                    let dx = _mm512_loadu_ps(a.lanes.as_ptr().add(lane));
-                    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), *acc);
+                    let f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, aw, sx));
+                    let (even, odd) = (2 * p, 2 * p + 1);
+                    let lo = _mm512_castps512_ps256(f);
+                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(f)));
+                    *acc = _mm256_fmadd_ps(lo, _mm256_set1_ps(wd[even] * a.d[r * nb + even]), *acc);
+                    *acc = _mm256_fmadd_ps(hi, _mm256_set1_ps(wd[odd] * a.d[r * nb + odd]), *acc);
                 }
             }
             for (i, acc) in acc.iter().enumerate().take(rows) {
                 let r = r0 + i;
-                // The offsets' term, Σ m·s over the row's blocks, once per row and not per block.
-                let offset = if OFFSET { offsets(wm, &a.s[r * nb..(r + 1) * nb]) } else { 0.0 };
-                out[r] = _mm512_reduce_add_ps(*acc) + offset;
+                // The AVX2 kernel's horizontal sum, in its fixed order. (Rust's
+                // `_mm512_reduce_add_ps` is an unordered reduction: the compiler may pick another
+                // order in another build, and a greedy token then flips: seen, 29 of 64 tokens
+                // agreeing with llama.cpp after an unrelated change, 64 of 64 before.)
+                out[r] = super::avx2::hsum(*acc) + super::offsets::<OFFSET>(w, &a.s[r * nb..(r + 1) * nb]);
+            }
+            r0 += rows;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Acts, Row, QK};
+    use std::arch::x86_64::*;
+
+    /// The 8 lanes' sum in one fixed order (halves, then pairs).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+    }
+
+    /// One weight row against every activation row, a block (32 bytes) at a time, as llama.cpp's
+    /// AVX2 Q8_0 dot product: |w| as unsigned bytes times x with w's sign, byte pairs summed into
+    /// 16 bits (`maddubs`: at most 2·128·127, no saturation), then into 32 bits, scaled by both
+    /// block scales into a float accumulator. Q4 blocks are unsigned nibbles (no sign trick) and
+    /// add their offsets' term once per row.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows<const OFFSET: bool>(w: &Row, a: &Acts, k: usize, out: &mut [f32]) {
+        let (wq, wd) = (w.qs, w.d);
+        let nb = k / QK;
+        let ones = _mm256_set1_epi16(1);
+        let low4 = _mm256_set1_epi8(0x0f);
+        let mut r0 = 0;
+        while r0 < out.len() {
+            let rows = (out.len() - r0).min(4);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (blk, &dw) in wd.iter().enumerate().take(nb) {
+                let wv = if OFFSET {
+                    // 16 bytes of nibbles → 32 values: low nibbles are values 0..16, high ones 16..32.
+                    let packed = _mm_loadu_si128(wq.as_ptr().add(blk * QK / 2) as *const __m128i);
+                    let v = _mm256_set_m128i(_mm_srli_epi16::<4>(packed), packed);
+                    _mm256_and_si256(v, low4)
+                } else {
+                    _mm256_loadu_si256(wq.as_ptr().add(blk * QK) as *const __m256i)
+                };
+                let aw = if OFFSET { wv } else { _mm256_sign_epi8(wv, wv) };
+                for (i, acc) in acc.iter_mut().enumerate().take(rows) {
+                    let r = r0 + i;
+                    let xv = _mm256_loadu_si256(a.qs.as_ptr().add(r * k + blk * QK) as *const __m256i);
+                    let sx = if OFFSET { xv } else { _mm256_sign_epi8(xv, wv) };
+                    let pairs = _mm256_maddubs_epi16(aw, sx);
+                    let isum = _mm256_madd_epi16(pairs, ones);
+                    let d = _mm256_set1_ps(dw * a.d[r * nb + blk]);
+                    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, *acc);
+                }
+            }
+            for (i, acc) in acc.iter().enumerate().take(rows) {
+                let r = r0 + i;
+                out[r] = hsum(*acc) + super::offsets::<OFFSET>(w, &a.s[r * nb..(r + 1) * nb]);
             }
             r0 += rows;
         }
@@ -406,19 +512,31 @@ mod tests {
     }
 
     #[test]
-    fn the_vector_kernel_equals_a_scalar_reference_where_it_runs() {
-        // Both kernels compute exact integer block sums; only float rounding order differs.
+    fn every_kernel_this_cpu_has_equals_the_scalar_reference() {
+        // Every kernel computes exact integer block sums; only float rounding order differs. Each
+        // kernel's rows never depend on the batch around them.
         let mut seed = 3;
         let (n, k) = (64, 1536);
         let (m, _) = matrix(n, k, &mut seed);
-        let x: Vec<f32> = (0..k).map(|_| lcg(&mut seed)).collect();
-        let acts = quantize(&x, k);
-        let got = m.matmul(&x, 1);
-        for (j, g) in got.iter().enumerate() {
-            let mut o = [0f32];
-            let w = m.row(j);
-            dot_rows_scalar(&w, &acts, k, &mut o);
-            assert!((g - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()), "column {j}: {g} vs {}", o[0]);
+        let xs: Vec<f32> = (0..5 * k).map(|_| lcg(&mut seed) * 2.0).collect();
+        let acts = quantize(&xs[..k], k);
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            assert!(Kernel::available().contains(&Kernel::Avx2), "an AVX2 CPU runs the AVX2 kernel");
+        }
+        for &kernel in Kernel::available() {
+            let got = m.matmul_on(kernel, &xs[..k], 1);
+            for (j, g) in got.iter().enumerate() {
+                let mut o = [0f32];
+                dot_rows_scalar(&m.row(j), &acts, k, &mut o);
+                assert!((g - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()), "{kernel:?} column {j}: {g} vs {}", o[0]);
+            }
+            let batch = m.matmul_on(kernel, &xs, 5);
+            assert_eq!(&batch[..n], &got[..], "{kernel:?}: row 0 of a batch of 5");
+        }
+        // The vector kernels share their float steps and order: the same bits.
+        if Kernel::available().contains(&Kernel::Avx512) {
+            assert_eq!(m.matmul_on(Kernel::Avx512, &xs, 5), m.matmul_on(Kernel::Avx2, &xs, 5));
         }
     }
 
@@ -439,24 +557,32 @@ mod tests {
         let mat = Q8Matrix::from_blocks(Blocks::Q4_1, &bytes, n, k).unwrap();
         let rows: Vec<Vec<f32>> = (0..3).map(|_| (0..k).map(|_| lcg(&mut seed) * 2.0).collect()).collect();
         let x: Vec<f32> = rows.concat();
-        let got = mat.matmul(&x, 3);
-        for (r, row) in rows.iter().enumerate() {
-            let alone = mat.matmul(row, 1);
-            assert_eq!(&got[r * n..(r + 1) * n], &alone[..], "row {r}: batch-independent");
-            for j in 0..n {
-                let want: f32 = (0..k).map(|i| row[i] * dense[j * k + i]).sum();
-                let scale: f32 = (0..k).map(|i| (row[i] * dense[j * k + i]).abs()).sum();
-                assert!((alone[j] - want).abs() <= 0.01 * scale + 1e-4, "column {j}: {} vs {want}", alone[j]);
-                let acts = quantize(row, k);
-                let mut o = [0f32];
-                let w = mat.row(j);
-                dot_rows_scalar(&w, &acts, k, &mut o);
-                assert!(
-                    (alone[j] - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()),
-                    "column {j}: vector {} vs scalar {}",
-                    alone[j],
-                    o[0]
-                );
+        if Kernel::available().contains(&Kernel::Avx512) {
+            assert_eq!(mat.matmul_on(Kernel::Avx512, &x, 3), mat.matmul_on(Kernel::Avx2, &x, 3), "Q4_1: same bits");
+        }
+        for &kernel in Kernel::available() {
+            let got = mat.matmul_on(kernel, &x, 3);
+            for (r, row) in rows.iter().enumerate() {
+                let alone = mat.matmul_on(kernel, row, 1);
+                assert_eq!(&got[r * n..(r + 1) * n], &alone[..], "{kernel:?} row {r}: batch-independent");
+                for j in 0..n {
+                    let want: f32 = (0..k).map(|i| row[i] * dense[j * k + i]).sum();
+                    let scale: f32 = (0..k).map(|i| (row[i] * dense[j * k + i]).abs()).sum();
+                    assert!(
+                        (alone[j] - want).abs() <= 0.01 * scale + 1e-4,
+                        "{kernel:?} column {j}: {} vs {want}",
+                        alone[j]
+                    );
+                    let acts = quantize(row, k);
+                    let mut o = [0f32];
+                    dot_rows_scalar(&mat.row(j), &acts, k, &mut o);
+                    assert!(
+                        (alone[j] - o[0]).abs() <= 1e-4 * (1.0 + o[0].abs()),
+                        "{kernel:?} column {j}: {} vs scalar {}",
+                        alone[j],
+                        o[0]
+                    );
+                }
             }
         }
     }

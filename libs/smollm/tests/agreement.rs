@@ -1,6 +1,7 @@
 //! The embedded model against llama.cpp (its server, the `xllamacpp` peer; its output is committed in
-//! `tests/data/llamacpp_reference.json` with the script that made it): identical token ids, identical ChatML
-//! prompts, and greedy generations that agree token for token (float differences may only diverge late).
+//! `tests/data/llamacpp_reference.json` with the script that made it): identical token ids, identical
+//! prompts from the GGUF's Jinja template and from templates in other models' dialects, and greedy
+//! generations that agree token for token (float differences may only diverge late).
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -56,14 +57,56 @@ fn chatml_prompt_equals_gguf_template_rendering() {
     let m = model();
     for chat in reference()["chats"].as_array().unwrap() {
         let msgs = messages(&chat["messages"]);
-        assert_eq!(m.prompt(&msgs), chat["prompt"].as_str().unwrap());
-        assert_eq!(m.tokenize(&m.prompt(&msgs)).unwrap(), ids(&chat["prompt_ids"]));
+        assert_eq!(m.prompt(&msgs).unwrap(), chat["prompt"].as_str().unwrap());
+        assert_eq!(m.prompt_ids(&msgs).unwrap(), ids(&chat["prompt_ids"]));
+    }
+}
+
+/// Chat templates in the dialects of the open models' own (Qwen 2.5, Hermes, Llama 3, Zephyr, and
+/// one with namespaces and Python string methods), rendered by minijinja as llama.cpp's Jinja engine
+/// renders them, byte for byte, and tokenized to the ids llama.cpp's server gives the prompt (a BOS
+/// the template writes is the vocabulary's special token).
+#[test]
+fn jinja_templates_render_as_llama_cpp_renders_them() {
+    let m = model();
+    let r = reference();
+    let templates = r["templates"].as_array().unwrap();
+    assert!(templates.len() >= 5);
+    for t in templates {
+        let name = t["name"].as_str().unwrap();
+        let (bos, eos) = (t["bos_token"].as_str().unwrap(), t["eos_token"].as_str().unwrap());
+        let tmpl = doc2ci_smollm::ChatTemplate::new(t["source"].as_str().unwrap(), bos, eos, false).unwrap();
+        for chat in t["chats"].as_array().unwrap() {
+            let prompt = tmpl.render(&messages(&chat["messages"])).unwrap();
+            assert_eq!(prompt, chat["prompt"].as_str().unwrap(), "{name}");
+            assert_eq!(m.tokenize(&prompt).unwrap(), ids(&chat["prompt_ids"]), "{name}: token ids");
+        }
+    }
+}
+
+/// The greedy agreement below on every decoding kernel this CPU has, each forced in a process of
+/// its own (`DOC2CI_KERNEL` is read once per process): AVX-512 VNNI, AVX2 and scalar.
+#[test]
+fn greedy_tokens_follow_llama_cpp_on_every_kernel() {
+    let kernels = doc2ci_smollm::Kernel::available();
+    assert!(kernels.contains(&doc2ci_smollm::Kernel::Scalar));
+    for k in kernels {
+        let name = format!("{k:?}").to_lowercase();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["greedy_tokens_follow_llama_cpp", "--exact", "--nocapture", "--test-threads", "1"])
+            .env("DOC2CI_KERNEL", &name)
+            .output()
+            .unwrap();
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && log.contains("1 passed"), "{name} kernel:\n{log}");
+        assert!(log.contains(&format!("on the {k:?} kernel")), "{name} was not the kernel that ran:\n{log}");
     }
 }
 
 #[test]
 fn greedy_tokens_follow_llama_cpp() {
     let m = model();
+    eprintln!("{}", m.describe());
     for chat in reference()["chats"].as_array().unwrap() {
         let msgs = messages(&chat["messages"]);
         let want = ids(&chat["greedy_ids"]);
@@ -174,10 +217,12 @@ fn files_the_kernel_cannot_run_are_refused_with_what_runs_them() {
         gguf_file::Value::String("qwen2".into()),
         gguf_file::Value::String("llama".into()),
         gguf_file::Value::String(
-            "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}".into(),
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                .into(),
         ),
     );
-    let meta: Vec<(&str, &gguf_file::Value)> = ct
+    let yarn = gguf_file::Value::String("yarn".into());
+    let mut meta: Vec<(&str, &gguf_file::Value)> = ct
         .metadata
         .iter()
         .map(|(k, v)| match k.as_str() {
@@ -187,10 +232,13 @@ fn files_the_kernel_cannot_run_are_refused_with_what_runs_them() {
             _ => (k.as_str(), v),
         })
         .collect();
+    meta.push(("llama.rope.scaling.type", &yarn));
     let other = dir.join("other.gguf");
     write(&other, &meta);
     let err = Embedded::load(&other).err().expect("refused").to_string();
-    for part in ["architecture qwen2", "tokenizer llama", "tensor type Q5_0", "chat template is not ChatML"] {
+    for part in
+        ["architecture qwen2", "tokenizer llama", "tensor type Q5_0", "System role not supported", "rope scaling yarn"]
+    {
         assert!(err.contains(part), "{part}: {err}");
     }
     std::fs::write(dir.join("text.gguf"), "not a model").unwrap();
@@ -300,7 +348,7 @@ fn a_shared_prompt_prefix_is_reused_and_changes_no_token() {
         assert_eq!(got, want, "sampled tokens for {d:?}");
     }
     // Every prompt after the first shares at least the system prompt and the instructions.
-    let shared = reusing.tokenize(&reusing.prompt(&[study[0].clone(), Message::new("user", task.clone())])).unwrap();
+    let shared = reusing.prompt_ids(&[study[0].clone(), Message::new("user", task.clone())]).unwrap();
     assert!(
         reusing.reused_positions() >= 7 * doc2ci_smollm::prefill_boundary(shared.len() - 8),
         "{} positions reused, the shared prefix has about {}",
@@ -311,7 +359,7 @@ fn a_shared_prompt_prefix_is_reused_and_changes_no_token() {
     // The logits themselves, bit for bit, after every whole number of chunks taken from a cache.
     // A long prompt: chunks of every length.
     let long = format!("{}\n\n{}", study[1].content, descriptions.join(" ").repeat(8));
-    let ids = whole.tokenize(&whole.prompt(&[study[0].clone(), Message::new("user", long)])).unwrap();
+    let ids = whole.prompt_ids(&[study[0].clone(), Message::new("user", long)]).unwrap();
     assert!(ids.len() > 600, "{} positions", ids.len());
     let all = whole.prompt_logits(&ids, 0).unwrap();
     let mut starts: Vec<usize> = (1..ids.len()).map(doc2ci_smollm::prefill_boundary).filter(|&b| b > 0).collect();

@@ -67,7 +67,58 @@ def greedy(msgs):
     return {"messages": msgs, "prompt": prompt, "prompt_ids": ids, "greedy_ids": out, "greedy_text": text}
 
 
+# Chat templates in the dialects of the open models' own (written here, not copied), each rendered by
+# llama.cpp's Jinja engine on this GGUF's vocabulary: attribute and item access, a default system
+# prompt, filters inside `+`, whitespace control, trim_blocks/lstrip_blocks, namespaces, Python's
+# string methods, and `bos_token` written by the template (Hermes and Llama 3 style).
+TEMPLATES = {
+    "qwen2.5-style": (
+        "{%- if tools %}\n    {{- '<|im_start|>system\\nTools<|im_end|>\\n' }}\n{%- else %}\n"
+        "    {%- if messages[0]['role'] == 'system' %}\n"
+        "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+        "    {%- else %}\n        {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}\n"
+        "    {%- endif %}\n{%- endif %}\n{%- for message in messages %}\n"
+        "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+        "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+        "    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n"),
+    "hermes-style": (
+        "{{bos_token}}{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+        "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"),
+    "llama3-style": (
+        "{{- bos_token }}\n{%- for message in messages %}\n    {{- '<|start_header_id|>' + message['role'] + "
+        "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}\n{%- endfor %}\n"
+        "{%- if add_generation_prompt %}\n    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n"),
+    "zephyr-style": (
+        "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + eos_token }}\n"
+        "{% elif message['role'] == 'system' %}\n{{ '<|system|>\\n' + message['content'] + eos_token }}\n{% endif %}\n"
+        "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}"),
+    "namespace-style": (
+        "{% set ns = namespace(system='') %}{% for m in messages %}{% if m.role == 'system' %}"
+        "{% set ns.system = m.content.strip() %}{% endif %}{% endfor %}"
+        "{% if ns.system %}<<SYS>>{{ ns.system | upper }}<</SYS>>\n{% endif %}"
+        "{% for m in messages if m.role != 'system' %}{% if m.content.startswith(' ') %}[sp]{% endif %}"
+        "[{{ loop.index }}/{{ messages | length }}] {{ m.content.strip() }}\n{% endfor %}"
+        "{% if add_generation_prompt %}{{ eos_token }}{% endif %}"),
+}
+conversations = [messages, no_system, [{"role": "system", "content": "  Be brief.  "},
+                                       {"role": "user", "content": "  Hello,\n  world!  "}]]
+
+
+def rendered(name, source):
+    srv = llama_server.start(gguf, threads=1, template=source)
+    props = llama_server.get(srv, "/props")
+    chats = []
+    for msgs in conversations:
+        prompt = llama_server.post(srv, "/apply-template", {"messages": msgs})["prompt"]
+        ids = llama_server.post(srv, "/tokenize", {"content": prompt, "add_special": True, "parse_special": True})["tokens"]
+        chats.append({"messages": msgs, "prompt": prompt, "prompt_ids": ids})
+    del srv
+    return {"name": name, "source": source, "bos_token": props["bos_token"], "eos_token": props["eos_token"],
+            "chats": chats}
+
+
 json.dump({"peer": f"llama.cpp server (xllamacpp {xlc.__version__})", "gguf": os.path.basename(gguf),
-           "tokenized": tokenized, "chats": [greedy(messages), greedy(no_system)]},
+           "tokenized": tokenized, "chats": [greedy(messages), greedy(no_system)],
+           "templates": [rendered(n, t) for n, t in TEMPLATES.items()]},
           sys.stdout, ensure_ascii=False, indent=1)
 sys.stdout.write("\n")
