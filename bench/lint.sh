@@ -6,12 +6,15 @@
 # The loop runs on a sample (SAMPLE files, default 300) and is reported in rows/s; the ratio is
 # of rows/s. Then GitLab CI (issue 36): gitlab-ci-local one process per text against doc2ci's driver
 # (tools/node/gitlab.mjs) on GITLAB_SAMPLE texts (default 400) of the Doc2CI-scale workload, with
-# the number of verdicts that differ (bench/lint_gitlab.py). Run once, niced.
+# the number of verdicts that differ (bench/lint_gitlab.py). Last, where a text's lint time goes for
+# each tool of the four services (examples/lint_phases.rs, issue 36): process start bare and in the
+# sandbox, Node.js's start-up, each tool's start-up and check per text in one process, the
+# completion wrappers, and texts/s on every core. Run once, niced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
-[ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci
+[ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci --example lint_phases
 sample="${SAMPLE:-300}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -57,3 +60,20 @@ PY
 # GitLab CI: the Doc2CI-scale workload's GitLab texts (references, then one model's outputs).
 python3 bench/scale.py build "$work/scale" >/dev/null
 nice -n 10 python3 bench/lint_gitlab.py "$work/scale" "$tools/node" --sample "${GITLAB_SAMPLE:-400}"
+
+# Where the time goes: per service, 120 references and 120 outputs of a mutated model (m07) of the
+# Doc2CI-scale workload (whose non-GitHub texts are mutated GitHub Actions files: the cost the scale
+# study pays, not each tool on its own dialect).
+python3 - "$work/scale" "$PWD/../shared/data/llm4ci" > "$work/phases.jsonl" <<'PY'
+import csv, gzip, json, os, sys
+scale, data = sys.argv[1], sys.argv[2]
+def column(path, name):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [r[name] for r in csv.DictReader(f)]
+for s in ["github-actions", "circleci", "gitlab-ci", "travis-ci"]:
+    docs = f"{data}/GitHubActions_Docs.csv.gz" if s == "github-actions" else f"{scale}/{s}_docs.csv.gz"
+    refs, outs = column(docs, "Code"), column(f"{scale}/m07-{s}_output.csv.gz", "LLM_YML_Output")
+    for t in [t for t in refs if t.strip()][:120] + [t for t in outs if t.strip()][:120]:
+        print(json.dumps({"service": s, "text": t}))
+PY
+nice -n 10 "$CARGO_TARGET_DIR/release/examples/lint_phases" "$work/phases.jsonl"
