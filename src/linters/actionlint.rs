@@ -29,7 +29,7 @@ fn shellcheck_version() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    let mut verdicts = super::per_core("actionlint", texts, 64, limits, wasm)?;
+    let mut verdicts = super::per_core("actionlint", texts, limits, wasm)?;
     let shellcheck = install::which("shellcheck").ok_or_else(|| anyhow!("shellcheck is not installed"))?;
     // Every script of every linted text, then one shellcheck run per shell and chunk of files.
     let mut scripts: Vec<(usize, shell::Script)> = Vec::new();

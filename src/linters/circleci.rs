@@ -25,7 +25,7 @@ fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
     let (orbs, plain): (Vec<usize>, Vec<usize>) =
         (0..texts.len()).partition(|&i| doc2ci_lint::wrap::imports_orbs(texts[i]));
     let asked: Vec<&str> = plain.iter().map(|&i| texts[i]).collect();
-    let answers = super::per_core("circleci-config-parser", &asked, 64, limits, batch)?;
+    let answers = super::per_core("circleci-config-parser", &asked, limits, batch)?;
     let mut out: Vec<Option<Verdict>> = vec![None; texts.len()];
     for i in orbs {
         out[i] = Some(Verdict::Unreadable(

@@ -22,8 +22,6 @@ pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabC
 
 /// Texts per driver process: large enough that start-up and the schema compile are amortised,
 /// small enough that a chunk retried one text at a time stays cheap.
-const CHUNK: usize = 64;
-
 fn probe() -> Result<String, String> {
     install::node_ready()?;
     if !sandbox::netns() {
@@ -35,7 +33,7 @@ fn probe() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    super::per_core("gitlab-ci-local", texts, CHUNK, limits, batch)
+    super::per_core("gitlab-ci-local", texts, limits, batch)
 }
 
 fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {

@@ -21,7 +21,7 @@ fn probe() -> Result<String, String> {
 }
 
 fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
-    super::per_core("zizmor", texts, 100, limits, batch)
+    super::per_core("zizmor", texts, limits, batch)
 }
 
 /// zizmor skips an input that does not parse or validate as a workflow, but stops the whole run on
