@@ -29,7 +29,6 @@ mod template;
 pub use error::Error;
 pub use llama::{prefill_boundary, PREFILL_CHUNK};
 pub use q8::Kernel;
-
 pub use template::ChatTemplate;
 
 /// The decoder's numerics, in the cache key of every embedded generation: bumped whenever a
@@ -164,6 +163,11 @@ fn template_of(ct: &gguf_file::Content) -> Result<ChatTemplate> {
 /// loads: one message naming each (architecture, tokenizer, pre-tokenizer, tensor types, chat
 /// template) and the backend that runs it. Nothing is converted, nothing written beside the file.
 pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
+    runnable(ct, gguf).map(|_| ())
+}
+
+/// [`check_runnable`], giving the compiled chat template when the file runs (compiled once).
+fn runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<ChatTemplate> {
     let s = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
     let mut why = Vec::new();
     match s("general.architecture").as_deref() {
@@ -198,16 +202,15 @@ pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
             types.join(", ")
         ));
     }
-    match s("tokenizer.chat_template") {
-        Some(_) => {
-            if let Err(e) = template_of(ct) {
-                why.push(e.to_string());
-            }
+    let template = match s("tokenizer.chat_template") {
+        Some(_) => template_of(ct).map_err(|e| why.push(e.to_string())).ok(),
+        None => {
+            why.push("no chat template".into());
+            None
         }
-        None => why.push("no chat template".into()),
-    }
-    if why.is_empty() {
-        return Ok(());
+    };
+    if let (true, Some(t)) = (why.is_empty(), template) {
+        return Ok(t);
     }
     fail!(
         Unsupported,
@@ -217,8 +220,6 @@ pub fn check_runnable(ct: &gguf_file::Content, gguf: &Path) -> Result<()> {
     )
 }
 
-/// Why a file candle cannot parse was refused: a GGUF in a newer format or tensor type (I-quants),
-/// or not a GGUF at all.
 /// Whether the file starts with the GGUF magic (a file shorter than it is not a GGUF).
 pub fn is_gguf(path: &Path) -> std::io::Result<bool> {
     let mut magic = [0u8; 4];
@@ -229,6 +230,8 @@ pub fn is_gguf(path: &Path) -> std::io::Result<bool> {
     }
 }
 
+/// Why a file candle cannot parse was refused: a GGUF in a newer format or tensor type (I-quants),
+/// or not a GGUF at all.
 fn unreadable(gguf: &Path, e: impl std::fmt::Display) -> Error {
     if is_gguf(gguf).unwrap_or(false) {
         Error::Unsupported(format!(
@@ -270,10 +273,9 @@ impl Embedded {
             Ok((ct, r))
         };
         let (ct, mut r) = open()?;
-        check_runnable(&ct, gguf)?;
+        let template = runnable(&ct, gguf)?;
         Kernel::chosen()?;
         let tokenizer = tokenizer_from_gguf(&ct).within(|| format!("tokenizer of {}", gguf.display()))?;
-        let template = template_of(&ct)?;
         let bos = special_id(&ct, "bos").filter(|_| template.add_bos);
         let mut stop = Vec::new();
         for t in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"] {
