@@ -435,19 +435,12 @@ pub fn reap_orphans(dir: &Path) -> usize {
 
 const TMP_PREFIX: &str = "doc2ci-browser-";
 
-/// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX` (mkdtemp: an
-/// unpredictable name, 0700). Short on purpose: Chromium puts its sockets in it, and a socket path
-/// may not exceed 107 bytes (a folder inside the warehouse was too deep, and Chromium did not start).
+/// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX` (the lint
+/// sandbox's mkdtemp: an unpredictable name, 0700). Short on purpose: Chromium puts its sockets
+/// in it, and a socket path may not exceed 107 bytes (a folder inside the warehouse was too deep,
+/// and Chromium did not start).
 fn browser_tmp() -> Result<PathBuf> {
-    let template = std::env::temp_dir().join(format!("{TMP_PREFIX}{}-XXXXXX", std::process::id()));
-    let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())?.into_bytes_with_nul();
-    // SAFETY: a NUL-terminated, writable template that mkdtemp fills in place.
-    if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("creating {}", template.display()));
-    }
-    bytes.pop();
-    use std::os::unix::ffi::OsStringExt;
-    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+    crate::linters::sandbox::mkdtemp(&format!("{TMP_PREFIX}{}", std::process::id()))
 }
 
 fn kill_orphans(dir: &Path) -> usize {
