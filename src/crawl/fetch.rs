@@ -337,6 +337,8 @@ pub struct Browser {
     /// The browser's TMPDIR ([`browser_tmp`]), removed with it.
     tmp: PathBuf,
     params: CrawlParams,
+    /// The network namespace Chromium runs in, or why it runs in the machine's network.
+    netns: std::result::Result<super::netns::Netns, String>,
 }
 
 pub use crate::assets::which;
@@ -493,9 +495,16 @@ const CHROMIUM_FLAGS: &[&str] = &[
 
 impl Browser {
     /// Starts chromedriver on a free loopback port (or uses `params.webdriver`) and opens a
-    /// session with a fresh Chromium profile under `scratch`.
-    pub async fn start(params: &CrawlParams, scratch: PathBuf) -> Result<Browser> {
+    /// session with a fresh Chromium profile under `scratch`, whose network reaches `origin` only.
+    pub async fn start(params: &CrawlParams, scratch: PathBuf, origin: &Url) -> Result<Browser> {
         let tmp = browser_tmp()?;
+        let netns = match (&params.webdriver, origin.host_str(), origin.port_or_known_default()) {
+            (Some(_), ..) => Err("the browser is the one at `webdriver`, not started by doc2ci".into()),
+            (None, Some(host), Some(port)) => {
+                super::netns::Netns::start(vec![(host.to_string(), port)]).map_err(|e| format!("{e:#}"))
+            }
+            _ => Err(format!("{origin} names no host and port")),
+        };
         let (driver, webdriver_url) = match &params.webdriver {
             Some(u) => (None, u.clone()),
             None => {
@@ -503,29 +512,41 @@ impl Browser {
                 (Some(child), url)
             }
         };
-        let mut b = Browser { client: None, driver, webdriver_url, profile_dir: scratch, tmp, params: params.clone() };
+        let mut b =
+            Browser { client: None, driver, webdriver_url, profile_dir: scratch, tmp, params: params.clone(), netns };
         b.session().await?;
         Ok(b)
     }
 
+    /// Why Chromium's network is the machine's, when it is.
+    pub fn unconfined(&self) -> Option<&str> {
+        self.netns.as_ref().err().map(String::as_str)
+    }
+
     /// The Chromium chromedriver starts, wrapped so that it dies with chromedriver (`setpriv
-    /// --pdeathsig`): a killed crawl leaves no browser behind. None: chromedriver's own choice.
+    /// --pdeathsig`), a killed crawl leaving no browser behind, and so that it runs in its network
+    /// namespace. None: chromedriver's own choice.
     fn chromium_binary(&self) -> Option<String> {
         let chromium = match &self.params.chromium {
             Some(b) => PathBuf::from(b),
             None => ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| which(c))?,
         };
-        let Some(setpriv) = which("setpriv") else { return Some(chromium.display().to_string()) };
+        let mut run: Vec<String> = self.netns.as_ref().map(|n| n.enter()).unwrap_or_default();
+        run.push(chromium.display().to_string());
+        let run = run.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" ");
+        let script = match which("setpriv") {
+            // The death signal is armed only once setpriv runs: a chromedriver killed just before
+            // that would leave Chromium without it, so the armed process checks that its parent is
+            // still the one that started it (field 4 of /proc/self/stat) before it becomes Chromium.
+            Some(setpriv) => format!(
+                "#!/bin/sh\np=$PPID\nexec {} --pdeathsig KILL -- /bin/sh -c \
+                 '[ \"$(cut -d\" \" -f4 /proc/$$/stat)\" = \"$0\" ] && exec \"$@\"' \"$p\" {run} \"$@\"\n",
+                sh_quote(&setpriv.display().to_string()),
+            ),
+            None if self.netns.is_ok() => format!("#!/bin/sh\nexec {run} \"$@\"\n"),
+            None => return Some(chromium.display().to_string()),
+        };
         let wrapper = self.profile_dir.with_extension("chromium.sh");
-        // The death signal is armed only once setpriv runs: a chromedriver killed just before that
-        // would leave Chromium without it, so the armed process checks that its parent is still the
-        // one that started it (field 4 of /proc/self/stat) before it becomes Chromium.
-        let script = format!(
-            "#!/bin/sh\np=$PPID\nexec {} --pdeathsig KILL -- /bin/sh -c \
-             '[ \"$(cut -d\" \" -f4 /proc/$$/stat)\" = \"$0\" ] && exec \"$@\"' \"$p\" {} \"$@\"\n",
-            sh_quote(&setpriv.display().to_string()),
-            sh_quote(&chromium.display().to_string())
-        );
         use std::os::unix::fs::PermissionsExt;
         std::fs::write(&wrapper, script).ok()?;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).ok()?;
@@ -548,6 +569,9 @@ impl Browser {
         let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
         if browser_sandbox().is_err() {
             args.push("--no-sandbox".into());
+        }
+        if let Ok(n) = &self.netns {
+            args.extend(n.chromium_args());
         }
         args.push(format!("--user-data-dir={}", self.profile_dir.display()));
         args.push(format!("--user-agent={}", self.params.user_agent));

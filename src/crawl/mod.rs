@@ -9,6 +9,7 @@
 //! fetching a finished page again (only a page whose fetch was under way when it was killed).
 
 pub mod fetch;
+pub mod netns;
 pub mod server;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -262,7 +263,14 @@ async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>
                 "{label}: Chromium runs without its sandbox ({why}); pages see no credentials of this environment"
             ));
         }
-        browser = Some(Browser::start(p, scratch).await?);
+        let b = Browser::start(p, scratch, &origin).await?;
+        match b.unconfined() {
+            Some(why) => ui.info(&format!(
+                "{label}: Chromium's network is this machine's ({why}): an in-scope page's scripts can reach what it reaches"
+            )),
+            None => ui.info(&format!("{label}: Chromium reaches {} and nothing else (a network namespace)", origin.origin().ascii_serialization())),
+        }
+        browser = Some(b);
     }
     let concurrency = if browser.is_some() { 1 } else { p.concurrency };
     // A remote site is asked at most `remote_rate_limit` times a second, and no faster than its

@@ -58,3 +58,55 @@ fn a_javascript_url_in_an_imported_pair_is_never_a_link() {
         }
     }
 }
+
+/// An in-scope page whose scripts and images reach for another service on this machine's loopback
+/// (a port that is not the site's): Chromium runs in a network namespace of its own whose one way
+/// out connects to the crawled origin only, so the service sees no connection at all, while the
+/// site's pages are crawled as before.
+#[test]
+fn a_crawled_page_reaches_no_other_service_of_this_machine() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    assert!(crate::crawl::has_browser(), "chromium and chromedriver are required (scripts/deps.sh installs them)");
+    let dir = tempfile::tempdir().unwrap();
+    let secret = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = secret.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for _ in secret.incoming() {
+            h.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let site = dir.path().join("site");
+    let copy = std::process::Command::new("cp").arg("-r").arg(crate::crawl::docsite()).arg(&site).status().unwrap();
+    assert!(copy.success());
+    let reach = format!(
+        "<img src=\"http://127.0.0.1:{port}/img.png\"><iframe src=\"http://localhost:{port}/frame\"></iframe>\
+         <script>fetch('http://127.0.0.1:{port}/fetch', {{mode: 'no-cors'}}); \
+         navigator.sendBeacon('http://127.0.0.1:{port}/beacon', 'x'); new WebSocket('ws://127.0.0.1:{port}/ws');</script></body>"
+    );
+    for page in ["github-actions/index.html", "github-actions/caching.html"] {
+        let p = site.join(page);
+        let html = std::fs::read_to_string(&p).unwrap();
+        assert!(html.contains("</body>"), "{page}");
+        std::fs::write(&p, html.replace("</body>", &reach)).unwrap();
+    }
+    let cfg = crate::crawl::config(
+        dir.path(),
+        &["github-actions"],
+        &format!("serve = \"{}\"", site.display()),
+        "webdriver",
+        "rate_limit = 0\ntimeout_secs = 20\n",
+    );
+    let out = doc2ci(&["run", "-c", cfg.to_str().unwrap()]).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("and nothing else (a network namespace)"), "{said}");
+    let pairs = duck(
+        &dir.path().join("wh"),
+        "SELECT count(*) FROM read_parquet('{wh}/pairs_raw/**/*.parquet', hive_partitioning = true)",
+    );
+    assert!(pairs[0][0].as_i64().unwrap() > 5, "the site is still crawled: {pairs:?}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "a page reached another service of this machine");
+}
