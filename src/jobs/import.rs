@@ -16,7 +16,7 @@ use doc2ci_rows::Pair;
 
 use crate::config::{Config, ImportModel, ImportSource};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{self, Partition, GENERATIONS, PAIRS, PAIRS_RAW};
+use crate::warehouse::{Partition, GENERATIONS, PAIRS, PAIRS_RAW};
 
 /// One `kind = "import"` source → `pairs_raw/service=…/source=…`.
 pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
@@ -67,8 +67,15 @@ impl Job for ImportPairs {
         let (s, service) = (&self.file, self.service.as_str());
         let map = ColumnMap::for_format(&s.format, &s.columns).map_err(|e| anyhow!("source `{}`: {e}", self.name))?;
         let benchmark = s.format == "benchmark";
-        let file =
-            FileSpec { path: &s.path, format: &s.format, skip_bad: s.skip_bad_rows, batch_size: self.batch_size };
+        let mut columns = map.columns();
+        columns.push("service".into());
+        let file = FileSpec {
+            path: &s.path,
+            format: &s.format,
+            columns,
+            skip_bad: s.skip_bad_rows,
+            batch_size: self.batch_size,
+        };
         let (rows, note) = batched(cx, &file, |rec, idx| {
             // A released benchmark holds every service: this source takes its own.
             if benchmark && rec.fields.get("service").and_then(|v| v.as_deref()) != Some(service) {
@@ -98,8 +105,13 @@ impl Job for ImportOutputs {
         let map = ColumnMap::for_format(&m.format, &m.columns).map_err(|e| anyhow!("model `{}`: {e}", self.name))?;
         let mut att = doc2ci_import::Attacher::new(&pairs, &m.source, &m.service, &self.name);
         let mut dropped = 0usize;
-        let file =
-            FileSpec { path: &m.path, format: &m.format, skip_bad: m.skip_bad_rows, batch_size: self.batch_size };
+        let file = FileSpec {
+            path: &m.path,
+            format: &m.format,
+            columns: map.columns(),
+            skip_bad: m.skip_bad_rows,
+            batch_size: self.batch_size,
+        };
         let (rows, note) = batched(cx, &file, |rec, _| {
             let g = att.attach(doc2ci_import::to_output(&rec, &map)?)?;
             if g.is_none() {
@@ -180,6 +192,8 @@ impl ImportOutputs {
 struct FileSpec<'a> {
     path: &'a PathBuf,
     format: &'a str,
+    /// The columns the import reads (a Parquet file's others are never decoded).
+    columns: Vec<String>,
     skip_bad: bool,
     batch_size: u64,
 }
@@ -201,7 +215,7 @@ where
     let mut consumed = 0u64;
     let mut first_bad: Vec<String> = Vec::new();
     let name = file.path.display();
-    for rec in records(file.path, file.format)? {
+    for rec in records(file.path, file.format, &file.columns)? {
         consumed += 1;
         if consumed <= done {
             continue;
@@ -215,6 +229,7 @@ where
                 "{name}: {} (file-level: no row of this file can be read; skip_bad_rows skips bad rows, not a missing column)",
                 e.message
             ),
+            Err(e) if e.unreadable => bail!("{name}:{}: {}", e.line, e.message),
             Err(e) if file.skip_bad => {
                 skipped += 1;
                 if first_bad.len() < 3 {
@@ -239,7 +254,7 @@ where
 
 type Records = Box<dyn Iterator<Item = std::result::Result<Record, ImportError>>>;
 
-fn records(path: &Path, format: &str) -> Result<Records> {
+fn records(path: &Path, format: &str, wanted: &[String]) -> Result<Records> {
     let name = path.display().to_string();
     match format {
         "llm4ci" | "csv" => {
@@ -252,7 +267,7 @@ fn records(path: &Path, format: &str) -> Result<Records> {
             let bytes = crate::release::verified_pairs(path)?;
             Ok(Box::new(doc2ci_import::jsonl_records(std::io::Cursor::new(bytes))))
         }
-        "parquet" => Ok(Box::new(parquet_records(path)?.into_iter().map(Ok))),
+        "parquet" => parquet_records(path, wanted),
         other => bail!("{name}: unknown format `{other}`"),
     }
 }
@@ -304,29 +319,92 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
-/// Parquet rows as records of text fields; "line" is the 1-based row number.
-fn parquet_records(path: &Path) -> Result<Vec<Record>> {
-    let mut out = Vec::new();
+/// Rows decoded at a time: a Parquet file is read a few hundred rows at once, whatever its size.
+const PARQUET_ROWS: usize = 256;
+
+/// The largest column chunk (one column of one row group, uncompressed) read; larger is refused
+/// from the file's footer, before any of it is decoded.
+const MAX_PARQUET_CHUNK: i64 = 1 << 30;
+
+/// Parquet rows as records of text fields, read [`PARQUET_ROWS`] at a time and only in the
+/// columns the import maps (`wanted`); "line" is the 1-based row number.
+fn parquet_records(path: &Path, wanted: &[String]) -> Result<Records> {
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let name = path.display().to_string();
+    let f = File::open(path).with_context(|| format!("cannot open {name}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(f)
+        .with_context(|| format!("{name} is not a readable Parquet file"))?;
+    let schema = builder.parquet_schema();
+    let leaves: Vec<usize> = (0..schema.num_columns())
+        .filter(|&i| schema.column(i).path().parts().first().is_some_and(|c| wanted.contains(c)))
+        .collect();
+    for (g, rg) in builder.metadata().row_groups().iter().enumerate() {
+        for &i in &leaves {
+            let size = rg.column(i).uncompressed_size();
+            if !(0..=MAX_PARQUET_CHUNK).contains(&size) {
+                bail!(
+                    "{name}: row group {g}, column `{}`: {size} bytes uncompressed, over the {} MiB read at once",
+                    schema.column(i).path().string(),
+                    MAX_PARQUET_CHUNK >> 20
+                );
+            }
+        }
+    }
+    // The other columns are named in every record, without a value: a missing column's error
+    // lists the file's columns, not only the decoded ones.
+    let skipped: Vec<String> =
+        builder.schema().fields().iter().map(|f| f.name().clone()).filter(|n| !wanted.contains(n)).collect();
+    let mask = datafusion::parquet::arrow::ProjectionMask::leaves(schema, leaves);
+    let reader = builder.with_projection(mask).with_batch_size(PARQUET_ROWS).build()?;
     let opts = FormatOptions::default();
-    for b in warehouse::read_batches(path)? {
-        let schema = b.schema();
-        let fmts: Vec<ArrayFormatter> = b
+    let (mut line, mut failed) = (0u64, false);
+    let batches = reader.map_while(move |b| {
+        if failed {
+            return None;
+        }
+        let b = match b {
+            Ok(b) => b,
+            Err(e) => {
+                failed = true;
+                return Some(vec![Err(ImportError::unreadable(
+                    line + 1,
+                    format!("cannot read the rows from here on: {e}"),
+                ))]);
+            }
+        };
+        let fmts = match b
             .columns()
             .iter()
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
-            .collect::<std::result::Result<_, _>>()?;
-        for row in 0..b.num_rows() {
-            let fields = schema
-                .fields()
-                .iter()
-                .zip(b.columns())
-                .zip(&fmts)
-                .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
-                .collect();
-            out.push(Record { line: out.len() as u64 + 1, fields });
-        }
-    }
-    Ok(out)
+            .collect::<std::result::Result<Vec<_>, _>>()
+        {
+            Ok(f) => f,
+            Err(e) => {
+                failed = true;
+                return Some(vec![Err(ImportError::unreadable(
+                    line + 1,
+                    format!("a column doc2ci cannot read as text: {e}"),
+                ))]);
+            }
+        };
+        let schema = b.schema();
+        let rows = (0..b.num_rows())
+            .map(|row| {
+                line += 1;
+                let fields = schema
+                    .fields()
+                    .iter()
+                    .zip(b.columns())
+                    .zip(&fmts)
+                    .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
+                    .chain(skipped.iter().map(|n| (n.clone(), None)))
+                    .collect();
+                Ok(Record { line, fields })
+            })
+            .collect::<Vec<_>>();
+        Some(rows)
+    });
+    Ok(Box::new(batches.flatten()))
 }
 
 #[cfg(test)]
@@ -357,5 +435,45 @@ mod tests {
         };
         assert!(e.contains("pairs.csv.gz") && e.contains("gzip bomb"), "{e}");
         assert!(read < 128 << 20, "read {read} bytes before stopping");
+    }
+
+    /// Issue 31: a Parquet file is read only in the columns the import maps, a few hundred rows at
+    /// a time: a column it does not map is never decoded, however large its cells (the whole
+    /// file used to be read, every column as text, and the 9 MiB cells failed the cell check).
+    #[test]
+    fn parquet_import_decodes_only_the_mapped_columns() {
+        use datafusion::arrow::array::{ArrayRef, StringArray};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outputs.parquet");
+        let n = 600;
+        let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let junk = "x".repeat(9 << 20);
+        let cols: Vec<(&str, ArrayRef)> = vec![
+            ("id", Arc::new(StringArray::from(ids.clone()))),
+            ("output", Arc::new(StringArray::from(vec!["on: push"; n]))),
+            ("junk", Arc::new(StringArray::from((0..n).map(|i| (i < 3).then_some(junk.as_str())).collect::<Vec<_>>()))),
+        ];
+        let batch = datafusion::arrow::record_batch::RecordBatch::try_from_iter(cols).unwrap();
+        let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            batch.schema(),
+            None,
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let recs: Vec<_> = super::parquet_records(&path, &["id".into(), "output".into(), "error".into()])
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(recs.len(), n);
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.line, i as u64 + 1);
+            assert_eq!(r.fields.len(), 3, "{:?}", r.fields.keys());
+            assert_eq!(r.fields["junk"], None, "an unmapped column is named, never decoded");
+            assert_eq!(r.fields["id"].as_deref(), Some(ids[i].as_str()));
+            r.check_sizes().unwrap();
+        }
     }
 }

@@ -20,11 +20,18 @@ pub struct ImportError {
     /// Set when the record lacks a whole column (not just a value): every record of a file with
     /// a header or schema lacks it too, so this is a file-level error, not a row to skip.
     pub missing_column: Option<String>,
+    /// Set when the file cannot be read from this record on (a corrupt Parquet page): the rest
+    /// would be lost, so this is never a row to skip.
+    pub unreadable: bool,
 }
 
 impl ImportError {
-    fn at(line: u64, message: impl Into<String>) -> Self {
-        Self { line, message: message.into(), missing_column: None }
+    pub fn at(line: u64, message: impl Into<String>) -> Self {
+        Self { line, message: message.into(), missing_column: None, unreadable: false }
+    }
+
+    pub fn unreadable(line: u64, message: impl Into<String>) -> Self {
+        Self { unreadable: true, ..Self::at(line, message) }
     }
 }
 
@@ -102,6 +109,11 @@ impl ColumnMap {
             base.0.insert(k.clone(), v.clone());
         }
         Ok(base)
+    }
+
+    /// The input columns this mapping reads (a columnar file need not decode the others).
+    pub fn columns(&self) -> Vec<String> {
+        self.0.values().cloned().collect()
     }
 
     fn col<'a>(&'a self, field: &'a str) -> &'a str {
@@ -313,6 +325,7 @@ impl Record {
                         have.join(", ")
                     ),
                     missing_column: Some(map.col(field).to_string()),
+                    unreadable: false,
                 })
             }
         }
