@@ -136,6 +136,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                     "aside",
                     "footer",
                     "button",
+                    "svg",
                     ".platform-badge",
                     "[data-dropdown]",
                     "h1.page > span",
@@ -183,6 +184,8 @@ pub fn builtin(name: &str) -> Option<Profile> {
                     "nav",
                     "footer",
                     "button",
+                    // An inline icon's `<title>` is not text a reader reads (found by the extraction fuzz).
+                    "svg",
                     "aside.improve-page",
                     "#toc",
                     "a.toc-anchor",

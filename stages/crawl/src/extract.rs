@@ -331,7 +331,7 @@ pub fn extract(html: &str, p: &Compiled) -> Extraction {
 
 fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
     let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
-    let root = doc.select(&p.content_root).next();
+    let root = p.content_root.iter().find_map(|s| doc.select(s).next());
     match root {
         Some(root) => w.walk(root),
         None => w.out.error = Some(format!("content root `{}` not found", p.profile.content_root)),
@@ -450,6 +450,27 @@ mod tests {
         }
         .compile()
         .unwrap()
+    }
+
+    /// Found by the extraction fuzz (a stray `</div>` closed `.docs-content` early): a list of
+    /// roots is tried in its order, so `main` around `.docs-content` is only the fallback.
+    #[test]
+    fn content_root_alternatives_are_tried_in_order() {
+        let p = Profile { content_root: ".docs-content, [data-x=\"a,b\"], main".into(), ..profile().profile }
+            .compile()
+            .unwrap();
+        assert_eq!(p.content_root.len(), 3);
+        let yaml = |t: &str| format!("<pre><code class=\"language-yaml\">{t}: 1</code></pre>");
+        let html = format!(
+            "<main><div class=\"docs-content\"><h1>T</h1>{}</div><h2>Outside</h2>{}</main>",
+            yaml("inside"),
+            yaml("outside")
+        );
+        let refs: Vec<String> = extract(&html, &p).pairs.into_iter().map(|x| x.reference).collect();
+        assert_eq!(refs, vec!["inside: 1"]);
+        let html = format!("<main><h1>T</h1>{}</main>", yaml("fallback"));
+        let refs: Vec<String> = extract(&html, &p).pairs.into_iter().map(|x| x.reference).collect();
+        assert_eq!(refs, vec!["fallback: 1"]);
     }
 
     #[test]

@@ -46,7 +46,10 @@ pub struct Profile {
     /// Also start from the URLs of the site's `/sitemap.xml` that are in scope.
     #[serde(default)]
     pub sitemap: bool,
-    /// The element holding the documentation text (its first match).
+    /// The element holding the documentation text. A comma-separated list is tried in its order,
+    /// a fallback for pages of another layout: the first match of the first alternative that
+    /// matches (not the first element matching any, which would be an enclosing `main` before the
+    /// `.docs-content` a list names first).
     pub content_root: String,
     /// Removed before extraction, matched against the whole document.
     #[serde(default)]
@@ -97,7 +100,8 @@ pub fn default_prose_blocks() -> Vec<String> {
 /// A profile with its selectors parsed.
 pub struct Compiled {
     pub profile: Profile,
-    pub(crate) content_root: Selector,
+    /// The alternatives of `content_root`, in its order.
+    pub(crate) content_root: Vec<Selector>,
     pub(crate) remove: Option<Selector>,
     /// Each `remove` rule alone, to name the one that dropped a YAML block.
     pub(crate) remove_rules: Vec<(String, Selector)>,
@@ -111,6 +115,28 @@ pub struct Compiled {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ProfileError(pub String);
+
+/// A selector list split at its top-level commas (not those inside brackets, parentheses or quotes).
+fn alternatives(list: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
+    for c in list.chars() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[') => depth += 1,
+            (None, ')' | ']') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur.trim().to_string());
+    out
+}
 
 impl Profile {
     /// Parses every selector; the error names the key and the selector.
@@ -139,7 +165,10 @@ impl Profile {
         }
         Ok(Compiled {
             profile: self.clone(),
-            content_root: sel("content_root", std::slice::from_ref(&self.content_root))?.expect("one selector"),
+            content_root: alternatives(&self.content_root)
+                .into_iter()
+                .map(|a| Ok(sel("content_root", &[a])?.expect("one selector")))
+                .collect::<Result<_, String>>()?,
             remove: sel("remove", &self.remove)?,
             remove_rules: self
                 .remove
