@@ -135,6 +135,11 @@ fn block_level(name: &str) -> bool {
 pub const REMOVED_BY_RULE: &str = "removed by profile rule";
 pub const HIDDEN: &str = "hidden";
 pub const OUTSIDE_ROOT: &str = "outside the content root";
+pub const TOO_DEEP: &str = "nested too deep";
+
+/// How deep the extraction reads (Chromium's parser nests no deeper either): a page nested
+/// 10,000 `<div>`s deep overflowed the stack and killed the whole run.
+pub const MAX_DEPTH: usize = 512;
 
 impl Walker<'_> {
     /// Hidden (unless a tab panel the profile keeps: every panel is an example) or removed by the profile.
@@ -174,11 +179,14 @@ impl Walker<'_> {
     /// tables, or removed elements. Taking the whole subtree put a step's YAML into its own description.
     fn own_text(&self, el: ElementRef) -> String {
         let mut s = String::new();
-        self.push_own_text(el, &mut s);
+        self.push_own_text(el, &mut s, 0);
         collapse(&s)
     }
 
-    fn push_own_text(&self, el: ElementRef, out: &mut String) {
+    fn push_own_text(&self, el: ElementRef, out: &mut String, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
         for child in el.children() {
             if let Some(t) = child.value().as_text() {
                 out.push_str(t);
@@ -195,7 +203,7 @@ impl Walker<'_> {
                 out.push(' ');
                 continue;
             }
-            self.push_own_text(c, out);
+            self.push_own_text(c, out, depth + 1);
         }
     }
 
@@ -203,17 +211,20 @@ impl Walker<'_> {
     /// badges in headings), verbatim.
     fn block_text(&self, el: ElementRef) -> String {
         let mut s = String::new();
-        self.push_block_text(el, &mut s);
+        self.push_block_text(el, &mut s, 0);
         s
     }
 
-    fn push_block_text(&self, el: ElementRef, out: &mut String) {
+    fn push_block_text(&self, el: ElementRef, out: &mut String, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
         for child in el.children() {
             if let Some(t) = child.value().as_text() {
                 out.push_str(t);
             } else if let Some(c) = ElementRef::wrap(child) {
                 if !self.removed(c) && !matches!(c.value().name(), "script" | "style" | "template") {
-                    self.push_block_text(c, out);
+                    self.push_block_text(c, out, depth + 1);
                 }
             }
         }
@@ -241,7 +252,19 @@ impl Walker<'_> {
         }
     }
 
-    fn walk(&mut self, node: ElementRef) {
+    fn walk(&mut self, node: ElementRef, depth: usize) {
+        if depth > MAX_DEPTH {
+            if !self.out.skipped.iter().any(|s| s.reason == TOO_DEEP) {
+                let title = self.title();
+                self.out.skipped.push(Skipped {
+                    title,
+                    reason: TOO_DEEP.into(),
+                    detail: format!("elements nested over {MAX_DEPTH} deep are not read"),
+                    first_line: String::new(),
+                });
+            }
+            return;
+        }
         for child in node.children().filter_map(ElementRef::wrap) {
             if self.removed(child) {
                 let (reason, rule) = self.removal(child);
@@ -312,7 +335,7 @@ impl Walker<'_> {
                     }
                 }
             }
-            self.walk(child);
+            self.walk(child, depth + 1);
         }
     }
 }
@@ -325,15 +348,78 @@ impl Walker<'_> {
 /// title is the open headings joined by " - " and its description the prose of every open
 /// heading so far, each text once, joined by one space ("." when there is none).
 pub fn extract(html: &str, p: &Compiled) -> Extraction {
-    let doc = Html::parse_document(html);
-    extract_doc(&doc, p)
+    match parse(html) {
+        Ok(doc) => extract_doc(&doc, p),
+        Err(e) => Extraction { error: Some(e), ..Default::default() },
+    }
+}
+
+/// Elements nested deeper than this make a page unparsed: the HTML parser's scope checks walk its
+/// stack of open elements at every tag, so its time grows with the square of the depth (a page of
+/// 50,000 nested `<div>`s took 8 s, 200,000 took 161 s). Documentation nests a few dozen deep.
+pub const MAX_PARSE_DEPTH: usize = 1024;
+
+/// The document, unless its markup nests deeper than [`MAX_PARSE_DEPTH`] (measured by a linear
+/// scan before parsing: start and end tags of elements no other tag closes implicitly).
+fn parse(html: &str) -> Result<Html, String> {
+    match nesting_depth(html) {
+        d if d > MAX_PARSE_DEPTH => {
+            Err(format!("markup nested {d} elements deep (over {MAX_PARSE_DEPTH}): not parsed"))
+        }
+        _ => Ok(Html::parse_document(html)),
+    }
+}
+
+/// An upper estimate of how deep `html` nests: comments and the text of raw-text elements are
+/// skipped; void elements, self-closed tags and elements closed implicitly (`p`, `li`, `td`, …)
+/// do not count.
+pub fn nesting_depth(html: &str) -> usize {
+    const FLAT: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p",
+        "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "tbody", "thead", "tfoot", "colgroup", "caption",
+        "rb", "rt", "rtc", "rp", "param", "keygen",
+    ];
+    let b = html.as_bytes();
+    let (mut i, mut depth, mut max) = (0usize, 0usize, 0usize);
+    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
+        i += off + 1;
+        if b[i..].starts_with(b"!--") {
+            i = html[i..].find("-->").map_or(b.len(), |e| i + e + 3);
+            continue;
+        }
+        let close = b.get(i) == Some(&b'/');
+        let start = i + usize::from(close);
+        let end = start + b[start..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+        if end == start || !b[start].is_ascii_alphabetic() {
+            continue;
+        }
+        let name = html[start..end].to_ascii_lowercase();
+        let gt = b[end..].iter().position(|&c| c == b'>').map_or(b.len(), |g| end + g);
+        if close {
+            if !FLAT.contains(&name.as_str()) {
+                depth = depth.saturating_sub(1);
+            }
+        } else if !(FLAT.contains(&name.as_str()) || gt > end && b[gt - 1] == b'/') {
+            depth += 1;
+            max = max.max(depth);
+            if matches!(name.as_str(), "script" | "style" | "textarea" | "title" | "xmp" | "plaintext") {
+                // Raw text up to its end tag (a script's `"<div>"` strings are not markup).
+                let needle = format!("</{name}");
+                let rest = html[gt.min(b.len())..].to_ascii_lowercase();
+                i = rest.find(&needle).map_or(b.len(), |e| gt + e);
+                continue;
+            }
+        }
+        i = gt.min(b.len());
+    }
+    max
 }
 
 fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
     let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
     let root = p.content_root.iter().find_map(|s| doc.select(s).next());
     match root {
-        Some(root) => w.walk(root),
+        Some(root) => w.walk(root, 0),
         None => w.out.error = Some(format!("content root `{}` not found", p.profile.content_root)),
     }
     // YAML blocks elsewhere on the page (a sidebar's, a page without the root) are counted too.
@@ -371,7 +457,7 @@ fn yaml_blocks_in<'a>(p: &Compiled, el: ElementRef<'a>) -> Vec<ElementRef<'a>> {
 /// The page's `<link rel="canonical">` resolved against `base`: the URL its operator calls this
 /// page, so variants of one page (`?platform=`, `/index.html`) collapse before they are fetched again.
 pub fn canonical(html: &str, base: &Url) -> Option<Url> {
-    let doc = Html::parse_document(html);
+    let doc = parse(html).ok()?;
     let sel = Selector::parse("link[rel][href]").expect("static selector");
     doc.select(&sel)
         .find(|l| {
@@ -401,7 +487,7 @@ pub fn sitemap_locs(xml: &str) -> Vec<String> {
 /// Every link of the page (the whole page: navigation and sidebars lead to more documentation)
 /// resolved against `base`: `a[href]` and `<meta http-equiv="refresh">` targets.
 pub fn links(html: &str, base: &Url) -> Vec<Url> {
-    let doc = Html::parse_document(html);
+    let Ok(doc) = parse(html) else { return Vec::new() };
     let sel = Selector::parse("a[href], meta[http-equiv]").expect("static selector");
     let mut out = Vec::new();
     // A `<base href>` would change resolution; honour it like a browser does.
@@ -471,6 +557,34 @@ mod tests {
         let html = format!("<main><h1>T</h1>{}</main>", yaml("fallback"));
         let refs: Vec<String> = extract(&html, &p).pairs.into_iter().map(|x| x.reference).collect();
         assert_eq!(refs, vec!["fallback: 1"]);
+    }
+
+    /// Issue 31: a page nested 10,000 `<div>`s deep overflowed the stack (the whole run died);
+    /// 200,000 took minutes to parse. Deep markup is now an error of that page, found in linear
+    /// time, and markup under the bound is read to [`MAX_DEPTH`] without recursion past it.
+    #[test]
+    fn deep_nesting_is_an_error_of_the_page_not_a_crash_or_a_stall() {
+        let base = Url::parse("https://docs.example.com/x").unwrap();
+        for n in [10_000usize, 200_000] {
+            let html = format!("<main><h1>T</h1>{}<a href=\"/y\">y</a></main>", "<div>".repeat(n));
+            let t = std::time::Instant::now();
+            let e = extract(&html, &profile());
+            assert!(
+                e.error.as_deref().is_some_and(|m| m.contains(&format!("nested {} elements deep", n + 2))),
+                "{:?}",
+                e.error
+            );
+            assert!(links(&html, &base).is_empty() && canonical(&html, &base).is_none());
+            assert!(t.elapsed() < std::time::Duration::from_secs(1), "{n}: {:?}", t.elapsed());
+        }
+        let yaml = "<pre><code class=\"language-yaml\">a: 1</code></pre>";
+        let html =
+            format!("<main><h1>T</h1>{}{yaml}</main><script>'{}'</script>", "<div>".repeat(1000), "<div>".repeat(5000));
+        assert_eq!(nesting_depth(&html), 1003);
+        let e = extract(&html, &profile());
+        assert!(e.pairs.is_empty() && e.skipped.iter().any(|s| s.reason == TOO_DEEP), "{:?}", e.skipped);
+        let flat = format!("<main><h1>T</h1>{}{yaml}</main>", "<p>x<li>y<br><img src=a>".repeat(5000));
+        assert_eq!(extract(&flat, &profile()).pairs.len(), 1, "implied end tags do not count");
     }
 
     #[test]
