@@ -489,6 +489,17 @@ impl Pool {
                         billed_retries,
                     })
                 }
+                // A server that asks for more than doc2ci ever waits is not waited for: the
+                // request fails now, saying so (a hostile `Retry-After: 1e20` stalled a study 10 min
+                // a request).
+                Err(f) if f.err.is_retryable() && f.retry_after.is_some_and(|ra| ra > MAX_RETRY_AFTER) => {
+                    return Err(LlmError::Retryable(format!(
+                        "{}: Retry-After {} s is more than the {} s doc2ci waits (not retried)",
+                        f.err,
+                        f.retry_after.unwrap_or_default().as_secs(),
+                        MAX_RETRY_AFTER.as_secs()
+                    )))
+                }
                 Err(f) if f.err.is_retryable() && attempt <= self.limits.retries => {
                     billed_retries += u32::from(f.maybe_billed());
                     avoid = Some(i);
@@ -500,7 +511,7 @@ impl Pool {
                     // Full jitter: uniform in [0, cap].
                     let jitter = Duration::from_millis(rand::random_range(0..=cap));
                     let wait = match f.retry_after {
-                        Some(ra) => ra.min(MAX_RETRY_AFTER).max(jitter),
+                        Some(ra) => ra.max(jitter),
                         None => jitter,
                     };
                     tokio::time::sleep(wait).await;
@@ -680,9 +691,9 @@ fn transport(what: &str, doing: &str, e: reqwest::Error) -> Failure {
 /// The longest wait a `Retry-After` may ask for.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
-/// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`), clamped to [`MAX_RETRY_AFTER`]
-/// before it becomes a duration (a server's `1e20` must not overflow one); HTTP dates are ignored
-/// (backoff applies).
+/// `Retry-After` in seconds (OpenAI also sends `retry-after-ms`), clamped to a day before it
+/// becomes a duration (a server's `1e20` must not overflow one); more than [`MAX_RETRY_AFTER`]
+/// fails the request. HTTP dates are ignored (backoff applies).
 fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |k: &str| {
         h.get(k)
@@ -690,7 +701,7 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|x| x.is_finite() && *x >= 0.0)
     };
-    let max = MAX_RETRY_AFTER.as_secs_f64();
+    let max = 86_400.0;
     get("retry-after-ms")
         .map(|ms| Duration::from_secs_f64((ms / 1e3).min(max)))
         .or_else(|| get("retry-after").map(|s| Duration::from_secs_f64(s.min(max))))
@@ -801,7 +812,7 @@ mod retry_tests {
                 reqwest::header::HeaderName::from_static(k),
                 reqwest::header::HeaderValue::from_static(v),
             )]);
-            assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER), "{k}: {v}");
+            assert_eq!(retry_after(&h), Some(Duration::from_secs(86_400)), "{k}: {v}");
         }
     }
 }

@@ -562,13 +562,19 @@ async fn pacing_follows_the_providers_rate_limit_headers() {
     assert!(rate >= 0.9 * RATE, "{rate:.1} requests/s is under 90% of the bucket's {RATE}/s");
 }
 
-/// Issue 30: a `Retry-After` no duration can hold is an error row's 429, not a panic.
+/// Issue 30: a `Retry-After` no duration can hold is an error row's 429, not a panic. Issue 31:
+/// nor a wait: more than doc2ci ever waits (600 s) fails the request at once, retries left or not.
 #[tokio::test]
 async fn an_absurd_retry_after_is_clamped_not_a_panic() {
-    for header in ["Retry-After: 1e20\r\n", "retry-after-ms: 1e300\r\n", "Retry-After: inf\r\n"] {
+    for (header, refused) in
+        [("Retry-After: 1e20\r\n", true), ("retry-after-ms: 1e300\r\n", true), ("Retry-After: inf\r\n", false)]
+    {
         let srv = serve(move |_, _, s| respond(s, "429 Too Many Requests", header, b"{}"));
-        let e = openai(&[&srv.url], limits(0, 10_000)).chat(&req()).await.unwrap_err();
+        let t0 = std::time::Instant::now();
+        let e = openai(&[&srv.url], limits(2, 10_000)).chat(&req()).await.unwrap_err();
         assert!(e.to_string().contains("429"), "{e}");
+        assert_eq!(e.to_string().contains("more than the 600 s doc2ci waits"), refused, "{header}: {e}");
+        assert!(t0.elapsed() < Duration::from_secs(10), "{header}: {:?}", t0.elapsed());
     }
 }
 
