@@ -9,7 +9,7 @@
 #              scalar; html5lib's tree where Chromium's gives doc2ci's pairs).
 #  inputs:     the import readers and the HTTP paths on hostile inputs (tests/e2e/hostile.rs):
 #              cases, the slowest and the peak memory of the worst.
-#   bench/fuzz.sh [yaml|extraction|inputs|all]   env: CASES (yaml, default 200000),
+#   bench/fuzz.sh [yaml|extraction|inputs|all]   env: CASES (yaml, default 200000), INPUT_CASES (inputs, 300),
 #   PAGES (extraction, pages per site and seed, default 2000), SEEDS (default "1 2 3")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ fi
 
 if [ "$what" = inputs ] || [ "$what" = all ]; then
   start=$(date +%s.%N)
-  out=$(DOC2CI_FUZZ_CASES="${CASES:-2000}" cargo test --release --locked --quiet --test e2e hostile_inputs -- --nocapture 2>&1 || true)
+  out=$(DOC2CI_FUZZ_CASES="${INPUT_CASES:-300}" cargo test --release --locked --quiet --test e2e hostile_inputs -- --nocapture 2>&1 || true)
   echo "== inputs"
   echo "$out" | grep -E "fuzz|panicked|FAILED" | head -40
   echo "$(secs "$start" "$(date +%s.%N)")"
