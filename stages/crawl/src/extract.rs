@@ -198,7 +198,12 @@ impl Walker<'_> {
                 out.push(' ');
                 continue;
             }
-            if self.removed(c) || block_level(name) || self.is_code(c) || self.p.prose.matches(&c) {
+            if self.removed(c) {
+                // Gone as if never there: an inline icon removed from "the plus icon (<svg>)" leaves
+                // "()", as a reader of the text sees it (GitLab's real pages).
+                continue;
+            }
+            if block_level(name) || self.is_code(c) || self.p.prose.matches(&c) {
                 // Keeps the words on either side of a skipped block apart.
                 out.push(' ');
                 continue;
