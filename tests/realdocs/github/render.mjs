@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util'
 import { fileURLToPath } from 'node:url'
 import matter from 'gray-matter'
 import yaml from 'js-yaml'
-import { Liquid, Tag } from 'liquidjs'
+import { Liquid, Tag, defaultOperators } from 'liquidjs'
 import { unified } from 'unified'
 import remarkParse from 'remark-parse'
 import gfm from 'remark-gfm'
@@ -64,21 +64,59 @@ for (const p of pages) for (const r of p.fm.redirect_from ?? []) byUrl.set(r, p)
 
 // ---------- versions: the free-pro-team build ----------
 let BUILD = 'fpt'
-const inBuild = (fm, build = BUILD) => !fm.versions || fm.versions[build] !== undefined
+// Older pages name the plans in full (`free-pro-team: '*'`); some are versioned by a feature flag
+// (`feature: actions-caching`): in the build wherever the flag is.
+const OLD_PLANS = { 'free-pro-team': 'fpt', 'enterprise-server': 'ghes', 'github-ae': 'ghae' }
+const inBuild = (fm, build = BUILD) => {
+  if (!fm.versions) return true
+  const v = Object.fromEntries(Object.entries(fm.versions).map(([k, x]) => [OLD_PLANS[k] ?? k, x]))
+  return v[build] !== undefined || (v.feature !== undefined && [].concat(v.feature).some((f) => feature(f)))
+}
 // `{% ifversion fpt or ghec %}`: true for the plan being built (a comparison on it, `ghes > 3.12`, holds).
+// A feature flag (`{% ifversion actions-caching %}`) holds for the builds its `data/features/NAME.yml`
+// lists; a flag whose file is gone had shipped everywhere (the site deletes flags then), so it holds.
+const featureCache = new Map()
+function feature(name) {
+  if (!featureCache.has(name)) {
+    const f = path.join(dataDir, 'features', name + '.yml')
+    featureCache.set(name, fs.existsSync(f) ? (yaml.load(fs.readFileSync(f, 'utf8'))?.versions ?? {}) : null)
+  }
+  const v = featureCache.get(name)
+  return v === null ? true : v[BUILD] !== undefined
+}
 function versionExpr(expr) {
   const term = (t) => {
     t = t.trim()
     const neg = t.startsWith('not ')
     const name = (neg ? t.slice(4) : t).trim().split(/\s+/)[0]
-    const val = name === BUILD
+    const val = ['fpt', 'ghec', 'ghes', 'ghae'].includes(name) ? name === BUILD : feature(name)
     return neg ? !val : val
   }
   return expr.split(/\s+or\s+/).some((o) => o.split(/\s+and\s+/).every(term)) ? 'true' : 'false'
 }
 
 // ---------- Liquid ----------
-const engine = new Liquid({ extname: '.md', strictFilters: false })
+// Older pages still test versions the way the site did before `ifversion` (`{% if currentVersion ==
+// "free-pro-team@latest" or currentVersion ver_gt "enterprise-server@3.0" %}`): the build's version
+// is in the context, and `ver_gt`/`ver_lt` compare two Enterprise Server releases only.
+const release = (v) => (typeof v === 'string' && v.startsWith('enterprise-server@') ? v.slice(18).split('.').map(Number) : null)
+const verCmp = (l, r) => {
+  const [a, b] = [release(l), release(r)]
+  return a && b ? a[0] - b[0] || a[1] - b[1] : null
+}
+const engine = new Liquid({
+  extname: '.md',
+  strictFilters: false,
+  operators: {
+    ...defaultOperators,
+    ver_gt: (l, r) => verCmp(l, r) > 0,
+    ver_lt: (l, r) => verCmp(l, r) !== null && verCmp(l, r) < 0,
+  },
+})
+const versionContext = () => ({
+  currentVersion: BUILD === 'fpt' ? 'free-pro-team@latest' : 'enterprise-server@3.14',
+  enterpriseServerVersions: ['enterprise-server@3.14', 'enterprise-server@3.13'],
+})
 function dataValue(ref) {
   const parts = ref.split('.')
   if (parts[0] === 'reusables') {
@@ -131,6 +169,52 @@ for (const name of TOOLS) {
     },
   )
 }
+// liquid/indented-data-reference.ts: a reusable inside a list item, every line indented.
+engine.registerTag(
+  'indented_data_reference',
+  class extends Tag {
+    constructor(token, remain, liquid) {
+      super(token, remain, liquid)
+      const [ref, ...opts] = token.args.trim().split(/\s+/)
+      this.ref = ref
+      this.spaces = Number((opts.find((o) => o.startsWith('spaces=')) ?? 'spaces=0').slice(7))
+    }
+    *render() {
+      const pad = ' '.repeat(this.spaces)
+      return dataValue(this.ref)
+        .split('\n')
+        .map((l) => (l ? pad + l : l))
+        .join('\n')
+    }
+  },
+)
+// The block tags of liquid/extended-markdown.ts, still in older pages: `{% note %}` and its kin
+// become the site's alert boxes, `{% rowheaders %}` marks a table whose first cells head rows.
+const blockTag = (name, open, close) =>
+  engine.registerTag(
+    name,
+    class extends Tag {
+      constructor(token, remain, liquid) {
+        super(token, remain, liquid)
+        this.tpls = []
+        const stream = liquid.parser.parseStream(remain)
+        stream
+          .on('tag:end' + name, () => stream.stop())
+          .on('template', (t) => this.tpls.push(t))
+          .on('end', () => {
+            throw new Error(`tag ${token.getText()} not closed`)
+          })
+        stream.start()
+      }
+      *render(ctx, emitter) {
+        const out = yield this.liquid.renderer.renderTemplates(this.tpls, ctx)
+        emitter.write(`${open}\n\n${out}\n\n${close}`)
+      }
+    },
+  )
+for (const [name, color] of [['note', 'accent'], ['tip', 'success'], ['warning', 'attention'], ['danger', 'danger']])
+  blockTag(name, `<div class="ghd-alert ghd-alert-${color} ghd-spotlight-${color}">`, '</div>')
+blockTag('rowheaders', '<div class="ghd-tool rowheaders">', '</div>')
 engine.registerTag(
   'octicon',
   class extends Tag {
@@ -148,7 +232,7 @@ function renderLiquid(src) {
     .replace(/\{%-?\s*ifversion\s+([^%]+?)\s*-?%\}/g, (_, e) => `{% if ${versionExpr(e)} %}`)
     .replace(/\{%-?\s*elsif\s+([^%]+?)\s*-?%\}/g, (_, e) => `{% elsif ${versionExpr(e)} %}`)
     .replace(/\{%-?\s*endifversion\s*-?%\}/g, '{% endif %}')
-  return engine.parseAndRenderSync(pre, {})
+  return engine.parseAndRenderSync(pre, versionContext())
 }
 
 // ---------- unified plugins (after src/content-render/unified/*.ts) ----------
@@ -156,6 +240,12 @@ function parseInfoString() {
   return (tree) =>
     visit(tree, 'code', (node) => {
       if (!node.lang) return
+      // The older form `yaml{:copy}`: the language, then its options in braces.
+      const old = node.lang.match(/^([^{]+)\{:(.+)\}$/)
+      if (old) {
+        node.lang = old[1]
+        node.meta = [old[2], node.meta].filter(Boolean).join(' ')
+      }
       const meta = {}
       for (const k of (node.meta ?? '').split(/\s+/g).filter(Boolean)) {
         const [key, ...v] = k.split(/[:=]/)
@@ -381,7 +471,8 @@ for (const [build, prefixes] of [['fpt', ['/en', '/ja']], ['ghes', ['/en/enterpr
     if (build !== 'fpt') continue
     const list = (fences['/en' + page.url] = [])
     visit(unified().use(remarkParse).use(gfm).parse(md), 'code', (c) => {
-      if (c.lang !== 'yaml' && c.lang !== 'yml') return
+      const lang = (c.lang ?? '').replace(/\{:.*\}$/, '')
+      if (lang !== 'yaml' && lang !== 'yml') return
       let doc = null
       try {
         doc = yaml.load(c.value)
