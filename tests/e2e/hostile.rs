@@ -520,8 +520,14 @@ fn hostile_inputs_http_responses_fuzzed() {
     if r.1 {
         let pages = duck(
             &d.join("wh-crawl"),
-            "SELECT requested_url, error FROM read_parquet('{wh}/pages/**/*.parquet', hive_partitioning = true)",
+            "SELECT requested_url, error, fetch_ms FROM read_parquet('{wh}/pages/**/*.parquet', hive_partitioning = true)",
         );
+        // Each hostile page is answered within 10 s, its retries included.
+        for p in pages.iter().filter(|p| p[2].as_u64().is_some_and(|ms| ms >= 10_000)) {
+            failures.push(format!("crawl: {} took {} ms", p[0], p[2]));
+        }
+        let slowest = pages.iter().filter_map(|p| p[2].as_u64()).max().unwrap_or(0);
+        eprintln!("http fuzz: slowest page answered in {slowest} ms");
         for k in 0..n {
             let url = format!("{origin}/en/actions/p{k}");
             if !pages.iter().any(|p| p[0].as_str() == Some(url.as_str())) {
@@ -559,8 +565,13 @@ fn hostile_inputs_http_responses_fuzzed() {
     if r.1 {
         let gens = duck(
             &d.join("wh-gen"),
-            "SELECT output IS NOT NULL, error FROM read_parquet('{wh}/generations/**/*.parquet', hive_partitioning = true)",
+            "SELECT output IS NOT NULL, error, latency_ms FROM read_parquet('{wh}/generations/**/*.parquet', hive_partitioning = true)",
         );
+        let slowest = gens.iter().filter_map(|g| g[2].as_f64()).fold(0.0, f64::max);
+        eprintln!("http fuzz: slowest request answered in {slowest:.0} ms");
+        if slowest >= 10_000.0 {
+            failures.push(format!("generate: a request took {slowest:.0} ms"));
+        }
         if gens.len() != n {
             failures.push(format!("generate: {} rows for {n} pairs", gens.len()));
         }

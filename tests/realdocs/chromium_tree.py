@@ -6,7 +6,7 @@
 html5lib (the reference's parser) and html5ever (doc2ci's) both implement the HTML standard's tree
 construction, but html5lib deviates on some broken markup (it does not reconstruct an unclosed
 formatting element in every later block, for one). Where the two extractions differ on a fuzzed page,
-the page is loaded in headless Chromium (the standard's tree, `--dump-dom`) and the reference's rule
+the page is loaded in headless Chromium (the standard's tree, serialized) and the reference's rule
 is applied to that tree: if doc2ci's pairs equal these, the difference is html5lib's.
 Prints {path: [pairs]} as JSON.
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bs4 import BeautifulSoup
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import SITES, extract, page_file  # noqa: E402
@@ -32,21 +33,25 @@ def main() -> None:
     ap.add_argument("paths", nargs="+")
     a = ap.parse_args()
     out = {}
-    for path in a.paths:
-        f = page_file(a.site_dir, path)
-        with tempfile.TemporaryDirectory() as profile:
-            dom = subprocess.run(
-                ["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                 "--dump-dom", f.resolve().as_uri()],
-                capture_output=True, check=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": profile},
-            ).stdout
-        if b"<body" not in dom:
-            sys.exit(f"chromium --dump-dom gave no page for {f}")
-        # The serialized DOM closes every element it opens, so a parser that nests tags as written
-        # (html.parser, no HTML5 tree repair) rebuilds Chromium's tree as it is; html5lib would
-        # repair it again (a `<p>` in a `<template>` in a `<p>`, say).
-        soup = BeautifulSoup(dom, "html.parser")
-        out[path] = [{"url": path, **p, "position": i} for i, p in enumerate(extract(soup, SITES[a.site]))]
+    with tempfile.TemporaryDirectory() as profile:
+        # One headless Chromium for every page (a browser per page made a large fuzz run crawl).
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = "/usr/bin/chromium"
+        for flag in ["--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}"]:
+            opts.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=opts)
+        try:
+            for path in a.paths:
+                f = page_file(a.site_dir, path)
+                driver.get(f.resolve().as_uri())
+                dom = driver.execute_script("return document.documentElement.outerHTML")
+                # The serialized DOM closes every element it opens, so a parser that nests tags as
+                # written (html.parser, no HTML5 tree repair) rebuilds Chromium's tree as it is;
+                # html5lib would repair it again (a `<p>` in a `<template>` in a `<p>`, say).
+                soup = BeautifulSoup(dom, "html.parser")
+                out[path] = [{"url": path, **p, "position": i} for i, p in enumerate(extract(soup, SITES[a.site]))]
+        finally:
+            driver.quit()
     json.dump(out, sys.stdout, ensure_ascii=False)
 
 
