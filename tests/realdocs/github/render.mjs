@@ -144,31 +144,6 @@ engine.registerTag(
     }
   },
 )
-// liquid/tool.ts: one block tag per platform and tool, `<div class="ghd-tool NAME">…</div>`.
-const TOOLS = ['mac', 'windows', 'linux', 'webui', 'cli', 'api', 'curl', 'desktop', 'codespaces', 'vscode', 'bash', 'powershell']
-for (const name of TOOLS) {
-  engine.registerTag(
-    name,
-    class extends Tag {
-      constructor(token, remain, liquid) {
-        super(token, remain, liquid)
-        this.tpls = []
-        const stream = liquid.parser.parseStream(remain)
-        stream
-          .on('tag:end' + name, () => stream.stop())
-          .on('template', (t) => this.tpls.push(t))
-          .on('end', () => {
-            throw new Error(`tag ${token.getText()} not closed`)
-          })
-        stream.start()
-      }
-      *render(ctx, emitter) {
-        const out = yield this.liquid.renderer.renderTemplates(this.tpls, ctx)
-        emitter.write(`<div class="ghd-tool ${name}">${out}</div>\n`)
-      }
-    },
-  )
-}
 // liquid/indented-data-reference.ts: a reusable inside a list item, every line indented.
 engine.registerTag(
   'indented_data_reference',
@@ -190,7 +165,7 @@ engine.registerTag(
 )
 // The block tags of liquid/extended-markdown.ts, still in older pages: `{% note %}` and its kin
 // become the site's alert boxes, `{% rowheaders %}` marks a table whose first cells head rows.
-const blockTag = (name, open, close) =>
+const blockTag = (name, open, close, sep = '\n\n') =>
   engine.registerTag(
     name,
     class extends Tag {
@@ -208,13 +183,16 @@ const blockTag = (name, open, close) =>
       }
       *render(ctx, emitter) {
         const out = yield this.liquid.renderer.renderTemplates(this.tpls, ctx)
-        emitter.write(`${open}\n\n${out}\n\n${close}`)
+        emitter.write(`${open}${sep}${out}${sep}${close}`)
       }
     },
   )
 for (const [name, color] of [['note', 'accent'], ['tip', 'success'], ['warning', 'attention'], ['danger', 'danger']])
   blockTag(name, `<div class="ghd-alert ghd-alert-${color} ghd-spotlight-${color}">`, '</div>')
 blockTag('rowheaders', '<div class="ghd-tool rowheaders">', '</div>')
+// liquid/tool.ts: one block tag per platform and tool, `<div class="ghd-tool NAME">…</div>`.
+const TOOLS = ['mac', 'windows', 'linux', 'webui', 'cli', 'api', 'curl', 'desktop', 'codespaces', 'vscode', 'bash', 'powershell']
+for (const name of TOOLS) blockTag(name, `<div class="ghd-tool ${name}">`, '</div>\n', '')
 engine.registerTag(
   'octicon',
   class extends Tag {
