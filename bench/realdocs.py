@@ -64,6 +64,7 @@ backend = "{backend}"
 [stages.crawl]
 rate_limit = 0
 remote_rate_limit = 1000
+max_pages = 1000000
 [stages.validate]
 enabled = false
 [stages.score]

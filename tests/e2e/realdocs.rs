@@ -60,7 +60,7 @@ fn crawl(dir: &Path, site_dir: &Path, profile: &str, service: &str, backend: &st
     std::fs::write(
         &cfg,
         format!(
-            "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"{service}\"\ndisplay = \"{service}\"\n\n[[sources]]\nname = \"docs\"\nkind = \"crawl\"\nservice = \"{service}\"\nprofile = \"{profile}\"\nserve = \"{}\"\nbackend = \"{backend}\"\n\n[stages.crawl]\nrate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
+            "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"{service}\"\ndisplay = \"{service}\"\n\n[[sources]]\nname = \"docs\"\nkind = \"crawl\"\nservice = \"{service}\"\nprofile = \"{profile}\"\nserve = \"{}\"\nbackend = \"{backend}\"\n\n[stages.crawl]\nrate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\nmax_pages = 1000000\n[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",
             site_dir.display()
         ),
     )
