@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use anyhow::{anyhow, Context, Result};
 use doc2ci_generate::{Msg, PromptOptions, Prompter};
 use doc2ci_llm::{LlmError, Message, Reply, Request};
-use doc2ci_rows::{Generation, Pair};
+use doc2ci_rows::{Generation, Pair, RowKey};
 use serde::Serialize;
 
 use crate::backends::RequestCache;
@@ -224,30 +224,25 @@ pub(super) fn to_row(
     g: &GenSettings,
 ) -> Generation {
     let prices = (g.price_per_1k_input, g.price_per_1k_output);
-    answer_row(&item.pair_id, item.sample, service, model, round, r, who, prices)
+    let key = RowKey {
+        pair_id: item.pair_id.clone(),
+        service: service.into(),
+        model: model.into(),
+        sample: item.sample,
+        round,
+    };
+    answer_row(key, r, who, prices)
 }
 
 /// As [`to_row`], for answers that come from a file (`format = "openai-batch"`): `prices` per
 /// 1k input and output tokens, if known.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn answer_row(
-    pair_id: &str,
-    sample: u32,
-    service: &str,
-    model: &str,
-    round: u32,
+    key: RowKey,
     r: std::result::Result<Reply, LlmError>,
     who: &str,
     prices: (Option<f64>, Option<f64>),
 ) -> Generation {
-    let mut row = Generation {
-        pair_id: pair_id.to_string(),
-        service: service.into(),
-        model: model.into(),
-        sample,
-        round,
-        ..Generation::default()
-    };
+    let mut row = Generation::at(key);
     match r {
         Ok(reply) => {
             let output = doc2ci_generate::strip_fences(&reply.text);

@@ -163,8 +163,14 @@ impl ImportOutputs {
 
                     billed_retries: 0,
                 });
-                let mut g =
-                    super::generate::answer_row(pair, sample, &m.service, &self.name, round, reply, &who, (None, None));
+                let key = doc2ci_rows::RowKey {
+                    pair_id: pair.to_string(),
+                    service: m.service.clone(),
+                    model: self.name.clone(),
+                    sample,
+                    round,
+                };
+                let mut g = super::generate::answer_row(key, reply, &who, (None, None));
                 // The file does not say how long anything took.
                 g.latency_ms = None;
                 Ok(g)

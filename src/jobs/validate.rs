@@ -4,7 +4,7 @@
 //! Declared by [`super::quality`] and by repair, per generations partition.
 
 use anyhow::Result;
-use doc2ci_rows::{Generation, Pair, Validation};
+use doc2ci_rows::{Generation, Pair, RowKey, Validation};
 use doc2ci_validate::{Service, Validator};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -55,7 +55,16 @@ impl Job for Validate {
             let pairs: Vec<Pair> = cx.read(&self.input)?;
             let rows: Vec<Validation> = pairs
                 .par_iter()
-                .map(|p| validation(v, s, &p.pair_id, "reference", 0, 0, Some(&p.reference), None))
+                .map(|p| {
+                    let key = RowKey {
+                        pair_id: p.pair_id.clone(),
+                        service: s.name().into(),
+                        model: "reference".into(),
+                        sample: 0,
+                        round: 0,
+                    };
+                    validation(v, s, key, Some(&p.reference), None)
+                })
                 .collect::<Result<_>>()?;
             let frag = rows.iter().filter(|r| r.fragment).count();
             let parsed = rows.iter().filter(|r| r.parse_ok).count();
@@ -65,21 +74,21 @@ impl Job for Validate {
         let gens: Vec<Generation> = cx.read(&self.input)?;
         let rows: Vec<Validation> = gens
             .par_iter()
-            .map(|g| validation(v, s, &g.pair_id, &g.model, g.sample, g.round, g.output.as_deref(), g.error.as_deref()))
+            .map(|g| {
+                // The partition's service names the row, as it always has.
+                let key = RowKey { service: s.name().into(), ..g.key() };
+                validation(v, s, key, g.output.as_deref(), g.error.as_deref())
+            })
             .collect::<Result<_>>()?;
         let ok = rows.iter().filter(|r| r.schema_ok).count();
         cx.publish(&rows, Some(format!("{ok}/{} schema-valid", rows.len())))
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn validation(
     v: &Validator,
     service: Service,
-    pair_id: &str,
-    model: &str,
-    sample: u32,
-    round: u32,
+    key: RowKey,
     text: Option<&str>,
     error: Option<&str>,
 ) -> Result<Validation> {
@@ -91,11 +100,11 @@ fn validation(
         None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),
     };
     Ok(Validation {
-        pair_id: pair_id.into(),
-        service: service.name().into(),
-        model: model.into(),
-        sample,
-        round,
+        pair_id: key.pair_id,
+        service: key.service,
+        model: key.model,
+        sample: key.sample,
+        round: key.round,
         parse_ok,
         schema_ok,
         errors,

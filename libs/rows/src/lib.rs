@@ -110,6 +110,18 @@ pub struct Pair {
     pub leak: Option<String>,
 }
 
+/// What a row about one answer is about: the pair, its service, the model (`reference` for the
+/// pair's own reference), the sample and the repair round. Generations, validations, lints and
+/// scores are joined on it; passing it whole keeps the five from being mixed up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct RowKey {
+    pub pair_id: String,
+    pub service: String,
+    pub model: String,
+    pub sample: u32,
+    pub round: u32,
+}
+
 /// One model output for one pair (round 0 = zero-shot, round k = k-th repair).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Generation {
@@ -140,6 +152,24 @@ pub struct Generation {
     /// Price of this row from the model's per-1k-token prices at generation time.
     #[serde(default)]
     pub cost: Option<f64>,
+}
+
+impl Generation {
+    /// An empty row for `key`; who builds it fills in the rest.
+    pub fn at(key: RowKey) -> Generation {
+        let RowKey { pair_id, service, model, sample, round } = key;
+        Generation { pair_id, service, model, sample, round, ..Generation::default() }
+    }
+
+    pub fn key(&self) -> RowKey {
+        RowKey {
+            pair_id: self.pair_id.clone(),
+            service: self.service.clone(),
+            model: self.model.clone(),
+            sample: self.sample,
+            round: self.round,
+        }
+    }
 }
 
 /// What one repair round did for one service and model (SPEC §1 `repairs`).
