@@ -62,39 +62,34 @@ fn cut_inline_comment(line: &str) -> &str {
     line
 }
 
-/// SPEC §5 `clean`: comments and blank lines out, lines right-stripped, joined with `\n`.
-pub fn clean(x: &str) -> String {
-    let mut out = String::with_capacity(x.len());
-    for line in py_splitlines(x) {
-        if py_strip(line).starts_with('#') {
-            continue;
-        }
-        let line = py_rstrip(cut_inline_comment(line));
-        if line.is_empty() {
-            continue;
-        }
+/// The lines `keep` maps to a non-empty text, joined with `sep`: the one shape of `clean`, `lj` and
+/// canon's text fallback.
+fn join_lines<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    sep: char,
+    capacity: usize,
+    keep: impl Fn(&'a str) -> Option<&'a str>,
+) -> String {
+    let mut out = String::with_capacity(capacity);
+    for line in lines.into_iter().filter_map(keep).filter(|l| !l.is_empty()) {
         if !out.is_empty() {
-            out.push('\n');
+            out.push(sep);
         }
         out.push_str(line);
     }
     out
 }
 
+/// SPEC §5 `clean`: comments and blank lines out, lines right-stripped, joined with `\n`.
+pub fn clean(x: &str) -> String {
+    join_lines(py_splitlines(x), '\n', x.len(), |line| {
+        (!py_strip(line).starts_with('#')).then(|| py_rstrip(cut_inline_comment(line)))
+    })
+}
+
 /// SPEC §5 `lj` of an already cleaned text: stripped non-empty lines joined with one space.
 pub fn lj_of_clean(cleaned: &str) -> String {
-    let mut out = String::with_capacity(cleaned.len());
-    for line in cleaned.split('\n') {
-        let line = py_strip(line);
-        if line.is_empty() {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(line);
-    }
-    out
+    join_lines(cleaned.split('\n'), ' ', cleaned.len(), |line| Some(py_strip(line)))
 }
 
 /// SPEC §5 `lj`.
@@ -104,18 +99,7 @@ pub fn lj(x: &str) -> String {
 
 /// The text fallback of `canon`: stripped non-empty lines of an already cleaned text, joined with `\n`.
 pub fn stripped_lines_of_clean(cleaned: &str) -> String {
-    let mut out = String::with_capacity(cleaned.len());
-    for line in cleaned.split('\n') {
-        let line = py_strip(line);
-        if line.is_empty() {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(line);
-    }
-    out
+    join_lines(cleaned.split('\n'), '\n', cleaned.len(), |line| Some(py_strip(line)))
 }
 
 #[cfg(test)]
