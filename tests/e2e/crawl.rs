@@ -469,7 +469,10 @@ fn recrawl_of_an_unchanged_site_is_answered_304() {
     let pairs_first = crawled_pairs(&wh);
     let bytes_first: u64 = first.iter().map(|p| p["transferred"].as_u64().unwrap()).sum();
     assert!(first.iter().all(|p| p["etag"].is_string() && p["not_modified"] == false), "{first:?}");
-    std::thread::sleep(Duration::from_millis(1300));
+    // `fetched_at` keeps whole seconds and a page's age is counted in whole seconds: 1.3 s after
+    // the first run, the last page fetched could still count as 1 s old (< 1.08 s), reused rather
+    // than asked (seen once in CI). 2.2 s apart, every page counts at least 2 s.
+    std::thread::sleep(Duration::from_millis(2200));
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(out.contains("run crawl"), "the second run re-crawls: {out}");
     let second = rows(&wh, "pages", "url, not_modified, transferred, error, fetched_at", "seq");
