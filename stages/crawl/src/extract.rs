@@ -107,6 +107,8 @@ struct Walker<'a> {
     p: &'a Compiled,
     stack: Vec<Heading>,
     out: Extraction,
+    /// Markup deeper than [`MAX_DEPTH`] was met (said once per page).
+    too_deep: bool,
 }
 
 /// Elements whose text is never part of an enclosing prose block: other blocks (walked on their own),
@@ -259,7 +261,7 @@ impl Walker<'_> {
 
     fn walk(&mut self, node: ElementRef, depth: usize) {
         if depth > MAX_DEPTH {
-            if !self.out.skipped.iter().any(|s| s.reason == TOO_DEEP) {
+            if !std::mem::replace(&mut self.too_deep, true) {
                 let title = self.title();
                 self.out.skipped.push(Skipped {
                     title,
@@ -398,20 +400,34 @@ pub fn nesting_depth(html: &str) -> usize {
         if end == start || !b[start].is_ascii_alphabetic() {
             continue;
         }
-        let name = html[start..end].to_ascii_lowercase();
+        let name = &b[start..end];
+        let flat = FLAT.iter().any(|f| f.as_bytes().eq_ignore_ascii_case(name));
         let gt = b[end..].iter().position(|&c| c == b'>').map_or(b.len(), |g| end + g);
         if close {
-            if !FLAT.contains(&name.as_str()) {
+            if !flat {
                 depth = depth.saturating_sub(1);
             }
-        } else if !(FLAT.contains(&name.as_str()) || gt > end && b[gt - 1] == b'/') {
+        } else if !(flat || gt > end && b[gt - 1] == b'/') {
             depth += 1;
             max = max.max(depth);
-            if matches!(name.as_str(), "script" | "style" | "textarea" | "title" | "xmp" | "plaintext") {
-                // Raw text up to its end tag (a script's `"<div>"` strings are not markup).
-                let needle = format!("</{name}");
-                let rest = html[gt.min(b.len())..].to_ascii_lowercase();
-                i = rest.find(&needle).map_or(b.len(), |e| gt + e);
+            const RAW: &[&str] = &["script", "style", "textarea", "title", "xmp", "plaintext"];
+            if RAW.iter().any(|r| r.as_bytes().eq_ignore_ascii_case(name)) {
+                // Raw text up to its end tag (a script's `"<div>"` strings are not markup), found
+                // without copying the rest of the page.
+                let mut j = gt.min(b.len());
+                i = loop {
+                    match b[j..].iter().position(|&c| c == b'<') {
+                        None => break b.len(),
+                        Some(o) => {
+                            let k = j + o;
+                            let tag = b.get(k + 2..k + 2 + name.len());
+                            if b.get(k + 1) == Some(&b'/') && tag.is_some_and(|t| t.eq_ignore_ascii_case(name)) {
+                                break k;
+                            }
+                            j = k + 1;
+                        }
+                    }
+                };
                 continue;
             }
         }
@@ -421,7 +437,7 @@ pub fn nesting_depth(html: &str) -> usize {
 }
 
 fn extract_doc(doc: &Html, p: &Compiled) -> Extraction {
-    let mut w = Walker { p, stack: Vec::new(), out: Extraction::default() };
+    let mut w = Walker { p, stack: Vec::new(), out: Extraction::default(), too_deep: false };
     let root = p.content_root.iter().find_map(|s| doc.select(s).next());
     match root {
         Some(root) => w.walk(root, 0),
