@@ -368,49 +368,45 @@ fn parquet_records(path: &Path, wanted: &[String]) -> Result<Records> {
         if failed {
             return None;
         }
-        let b = match b {
-            Ok(b) => b,
-            Err(e) => {
-                failed = true;
-                return Some(vec![Err(ImportError::unreadable(
-                    line + 1,
-                    format!("cannot read the rows from here on: {e}"),
-                ))]);
-            }
-        };
-        let fmts = match b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
-            .collect::<std::result::Result<Vec<_>, _>>()
-        {
-            Ok(f) => f,
-            Err(e) => {
-                failed = true;
-                return Some(vec![Err(ImportError::unreadable(
-                    line + 1,
-                    format!("a column doc2ci cannot read as text: {e}"),
-                ))]);
-            }
-        };
-        let schema = b.schema();
-        let rows = (0..b.num_rows())
-            .map(|row| {
-                line += 1;
-                let fields = schema
-                    .fields()
-                    .iter()
-                    .zip(b.columns())
-                    .zip(&fmts)
-                    .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
-                    .chain(skipped.iter().map(|n| (n.clone(), None)))
-                    .collect();
-                Ok(Record { line, fields })
-            })
-            .collect::<Vec<_>>();
-        Some(rows)
+        let rows = b
+            .map_err(|e| format!("cannot read the rows from here on: {e}"))
+            .and_then(|b| batch_records(&b, &opts, &skipped, &mut line));
+        Some(rows.unwrap_or_else(|why| {
+            failed = true;
+            vec![Err(ImportError::unreadable(line + 1, why))]
+        }))
     });
     Ok(Box::new(batches.flatten()))
+}
+
+/// One decoded batch as records, numbered on from `line`; Err when a column cannot be read as text.
+fn batch_records(
+    b: &datafusion::arrow::record_batch::RecordBatch,
+    opts: &FormatOptions,
+    skipped: &[String],
+    line: &mut u64,
+) -> std::result::Result<Vec<std::result::Result<Record, ImportError>>, String> {
+    let fmts = b
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), opts))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| format!("a column doc2ci cannot read as text: {e}"))?;
+    let schema = b.schema();
+    Ok((0..b.num_rows())
+        .map(|row| {
+            *line += 1;
+            let fields = schema
+                .fields()
+                .iter()
+                .zip(b.columns())
+                .zip(&fmts)
+                .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
+                .chain(skipped.iter().map(|n| (n.clone(), None)))
+                .collect();
+            Ok(Record { line: *line, fields })
+        })
+        .collect())
 }
 
 #[cfg(test)]
