@@ -138,17 +138,16 @@ fn run_bounded(args: &[&str], limit: std::time::Duration) -> (bool, bool, String
     use std::io::Read;
     let t0 = std::time::Instant::now();
     let mut child = doc2ci(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        s.push_str(&String::from_utf8_lossy(&b));
-        b.clear();
-        let _ = out.read_to_end(&mut b);
-        s.push_str(&String::from_utf8_lossy(&b));
-        s
-    });
+    // Both streams drained at once: read one after the other, a full stdout pipe would stall the
+    // run until the kill.
+    fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            String::from_utf8_lossy(&b).into_owned()
+        })
+    }
+    let (out, err) = (drain(child.stdout.take().unwrap()), drain(child.stderr.take().unwrap()));
     let pid = child.id() as libc::pid_t;
     let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
     let mut in_time = true;
@@ -164,7 +163,7 @@ fn run_bounded(args: &[&str], limit: std::time::Duration) -> (bool, bool, String
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let said = reader.join().unwrap();
+    let said = err.join().unwrap() + &out.join().unwrap();
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     (in_time, ok, said, t0.elapsed().as_secs_f64(), usage.ru_maxrss)
 }
