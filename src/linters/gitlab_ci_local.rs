@@ -20,8 +20,6 @@ use super::{install, sandbox, Limits, Tool};
 
 pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabCi, kind: "validator", probe, lint };
 
-/// Texts per driver process: large enough that start-up and the schema compile are amortised,
-/// small enough that a chunk retried one text at a time stays cheap.
 fn probe() -> Result<String, String> {
     install::node_ready()?;
     if !sandbox::netns() {
