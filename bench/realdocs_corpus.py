@@ -25,6 +25,7 @@ import argparse
 import collections
 import csv
 import gzip
+import importlib.util
 import json
 import re
 import shutil
@@ -170,10 +171,15 @@ def description_agreement(theirs: str, ours: str) -> str:
     return "different text (the page changed, or another section's prose)"
 
 
-def yaml_loads_collection(text: str) -> bool:
-    sys.path.insert(0, str(REALDOCS))
-    from fences import collection  # the renderers' and the reference's YAML check (ruamel)
-    return collection(text)
+def _fences():
+    """tests/realdocs/fences.py, the renderers' and the reference's YAML check (ruamel), loaded once."""
+    spec = importlib.util.spec_from_file_location("fences", REALDOCS / "fences.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+yaml_loads_collection = _fences().collection
 
 
 def recovery(corpus: Path, ours: list[dict]) -> dict:

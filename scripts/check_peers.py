@@ -17,6 +17,8 @@ MODULES = [
     "duckdb",
     # crawl reference extraction (docsite/check.py, tests/realdocs/reference.py, tests/e2e/crawl.rs)
     "html5lib", "bs4", "soupsieve",
+    # Chromium's own tree for the extraction fuzz (tests/realdocs/chromium_tree.py) and bench/realdocs.sh
+    "selenium",
     # statistics peers (tests/py/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
@@ -29,9 +31,9 @@ import shutil
 from pathlib import Path
 
 missing = []
-for exe in ["shellcheck", "node", "npm", "unshare"]:
+for exe in ["shellcheck", "node", "npm", "unshare", "nsenter", "setpriv"]:
     if shutil.which(exe) is None:
-        missing.append(f"{exe}: not on PATH (the lint stage's tools and sandbox)")
+        missing.append(f"{exe}: not on PATH (the lint stage's tools and sandbox, the browser's namespace)")
 # The documentation engines of tests/realdocs (tests/e2e/realdocs.rs renders the four sites with them).
 for exe in ["hugo", "jekyll"]:
     if shutil.which(exe) is None:

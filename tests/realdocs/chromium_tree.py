@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -36,10 +37,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as profile:
         # One headless Chromium for every page (a browser per page made a large fuzz run crawl).
         opts = webdriver.ChromeOptions()
-        opts.binary_location = "/usr/bin/chromium"
+        opts.binary_location = shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
         for flag in ["--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}"]:
             opts.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=opts)
+        driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver") or "chromedriver"), options=opts)
         try:
             for path in a.paths:
                 f = page_file(a.site_dir, path)
