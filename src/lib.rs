@@ -11,6 +11,7 @@ pub mod coding;
 pub mod config;
 pub mod crawl;
 pub mod engine;
+pub mod generation;
 pub mod jobs;
 pub mod keys;
 pub mod linters;
@@ -26,57 +27,131 @@ mod layout {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
-    /// Top-level module → the top-level modules its files name as `crate::…`.
+    /// Every file of `src/` as a node (`engine` for `engine/mod.rs` or `engine.rs`, `jobs/generate` for
+    /// `jobs/generate.rs`) → the nodes it names as `crate::a[::b]` or `super::b`: the file `a/b.rs`
+    /// when there is one, else the module `a` (its `mod.rs`).
     fn uses() -> BTreeMap<String, BTreeSet<String>> {
-        fn walk(d: &Path, top: Option<&str>, out: &mut BTreeMap<String, BTreeSet<String>>) {
-            for e in std::fs::read_dir(d).unwrap().flatten() {
-                let p = e.path();
-                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-                let module = top.map_or(name.clone(), str::to_string);
-                if p.is_dir() {
-                    walk(&p, Some(&module), out);
-                } else if p.extension().is_some_and(|x| x == "rs") && !matches!(module.as_str(), "lib" | "main") {
-                    let text = std::fs::read_to_string(&p).unwrap();
-                    let deps = out.entry(module.clone()).or_default();
-                    for (i, _) in text.match_indices("crate::") {
-                        let m: String =
-                            text[i + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
-                        if !m.is_empty() && m != module {
-                            deps.insert(m);
-                        }
-                    }
-                }
+        let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(&src).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+            } else {
+                files.push(p);
             }
         }
+        let node = |p: &Path| -> Option<String> {
+            let rel = p.strip_prefix(&src).ok()?.with_extension("");
+            let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+            match parts.as_slice() {
+                [f] if f != "lib" && f != "main" => Some(f.clone()),
+                [d, f] if f == "mod" => Some(d.clone()),
+                [d, f] => Some(format!("{d}/{f}")),
+                _ => None,
+            }
+        };
+        let nodes: BTreeSet<String> =
+            files.iter().filter(|p| p.extension().is_some_and(|x| x == "rs")).filter_map(|p| node(p)).collect();
+        let ident = |s: &str| -> String {
+            s.chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect()
+        };
         let mut out = BTreeMap::new();
-        walk(
-            &Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src"),
-            None,
-            &mut out,
-        );
+        for p in &files {
+            let Some(me) = node(p).filter(|n| nodes.contains(n)) else { continue };
+            let text = std::fs::read_to_string(p).unwrap();
+            let is_mod = p.file_stem().is_some_and(|s| s == "mod") || !me.contains('/');
+            // `dir/sub` when that file exists, else the module `dir`; never the file itself.
+            let resolve = |dir: &str, rest: &str| -> Option<String> {
+                let sub = ident(rest);
+                [format!("{dir}/{sub}"), dir.to_string()].into_iter().find(|n| nodes.contains(n)).filter(|t| *t != me)
+            };
+            let mut deps = BTreeSet::new();
+            for (i, _) in text.match_indices("crate::") {
+                let rest = &text[i + 7..];
+                let top = ident(rest);
+                deps.extend(resolve(&top, rest[top.len()..].strip_prefix("::").unwrap_or("")));
+            }
+            for (i, _) in text.match_indices("super::") {
+                if i > 0 && text[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest = &text[i + 7..];
+                match me.split_once('/') {
+                    // `super::` of `jobs/generate` is `jobs`: `super::x` is the sibling `jobs/x`.
+                    Some((dir, _)) => deps.extend(resolve(dir, rest)),
+                    // `super::` of a top-level module is the crate root.
+                    None if is_mod => {
+                        let top = ident(rest);
+                        deps.extend(resolve(&top, rest[top.len()..].strip_prefix("::").unwrap_or("")));
+                    }
+                    None => {}
+                }
+            }
+            out.insert(me, deps);
+        }
         out
     }
 
-    /// Issue 13: the engine's glue has no import circle, so each module can be read (and tested)
-    /// knowing only what it imports.
-    #[test]
-    fn src_has_no_import_circle_and_the_engine_names_no_job() {
-        let uses = uses();
-        for start in uses.keys() {
-            let (mut seen, mut todo) = (BTreeSet::new(), vec![start.clone()]);
-            while let Some(m) = todo.pop() {
-                for d in uses.get(&m).into_iter().flatten() {
-                    assert_ne!(d, start, "import circle through `{start}` (via `{m}`): {uses:?}");
+    /// The first module of `graph` that reaches itself, with the path it takes.
+    fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+        for start in graph.keys() {
+            let mut todo = vec![vec![start.clone()]];
+            let mut seen = BTreeSet::new();
+            while let Some(path) = todo.pop() {
+                for d in graph.get(path.last().unwrap()).into_iter().flatten() {
+                    let mut next = path.clone();
+                    next.push(d.clone());
+                    if d == start {
+                        return Some(next);
+                    }
                     if seen.insert(d.clone()) {
-                        todo.push(d.clone());
+                        todo.push(next);
                     }
                 }
             }
         }
-        let engine = &uses["engine"];
-        for m in ["jobs", "config", "backends", "crawl", "linters", "cli"] {
+        None
+    }
+
+    /// Issue 13: the engine's glue has no import circle, so each module can be read (and tested)
+    /// knowing only what it imports. Issue 34: nor do the files inside a module (`jobs/`), which
+    /// folding a folder into one node would hide.
+    #[test]
+    fn src_has_no_import_circle_and_the_engine_names_no_job() {
+        let uses = uses();
+        let top = |n: &str| n.split('/').next().unwrap().to_string();
+        let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut siblings: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, deps) in &uses {
+            for d in deps {
+                if top(from) != top(d) {
+                    modules.entry(top(from)).or_default().insert(top(d));
+                } else if from.contains('/') && d.contains('/') {
+                    siblings.entry(from.clone()).or_default().insert(d.clone());
+                }
+            }
+        }
+        assert_eq!(circle(&modules), None, "an import circle between modules of src/");
+        assert_eq!(circle(&siblings), None, "an import circle between files of one folder of src/");
+        let engine = &modules["engine"];
+        for m in ["jobs", "config", "backends", "crawl", "linters", "cli", "generation"] {
             assert!(!engine.contains(m), "the engine imports `{m}`: {engine:?}");
         }
+    }
+
+    /// The test above would pass on a graph it failed to read: it must see what is known to be there.
+    #[test]
+    fn the_layout_graph_sees_sibling_and_module_imports() {
+        let uses = uses();
+        assert!(uses["jobs/repair"].contains("generation"), "{:?}", uses["jobs/repair"]);
+        assert!(uses["generation/batch"].contains("generation"), "{:?}", uses["generation/batch"]);
+        assert!(uses["jobs/repair"].contains("jobs/validate"), "{:?}", uses["jobs/repair"]);
+        assert!(uses["engine/run"].contains("engine/plan"), "{:?}", uses["engine/run"]);
+        let mut toy = BTreeMap::new();
+        toy.insert("a/x".to_string(), BTreeSet::from(["a/y".to_string()]));
+        toy.insert("a/y".to_string(), BTreeSet::from(["a/x".to_string()]));
+        assert_eq!(circle(&toy), Some(vec!["a/x".into(), "a/y".into(), "a/x".into()]));
     }
 
     /// Issue 34: README's architecture section names every crate, every `src/` module and every

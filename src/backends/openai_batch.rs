@@ -1,7 +1,7 @@
 //! `backend = "openai-batch"`: OpenAI's Batch API (half the price of synchronous requests, answers
 //! within 24 h). A partition's requests go up as one JSONL file (`custom_id` = pair, sample,
 //! round), one batch is created and polled, and its output and error files become rows
-//! (`src/jobs/generate.rs`). The batch id sits in the partition's checkpoint the moment the
+//! (`src/generation/batch.rs`). The batch id sits in the partition's checkpoint the moment the
 //! server gives it, so a killed run polls the same batch again and never submits twice.
 //!
 //! Prices (`price_per_1k_input` / `_output`) are the batch prices: give those the provider lists

@@ -144,7 +144,7 @@ impl ImportOutputs {
             }
             let row = (|| {
                 let (id, r) = doc2ci_llm::batch::parse_result_line(&line)?;
-                let (pair, sample, round) = super::generate_batch::parse_custom_id(&id)
+                let (pair, sample, round) = doc2ci_generate::parse_custom_id(&id)
                     .ok_or_else(|| format!("custom_id {id:?} is not pair/sample/round"))?;
                 if !known.contains(pair) {
                     return Err(format!("custom_id {id:?}: pair {pair} is not a pair of service `{}`", m.service));
@@ -170,7 +170,7 @@ impl ImportOutputs {
                     sample,
                     round,
                 };
-                let mut g = super::generate::answer_row(key, reply, &who, (None, None));
+                let mut g = crate::generation::answer_row(key, reply, &who, (None, None));
                 // The file does not say how long anything took.
                 g.latency_ms = None;
                 Ok(g)

@@ -8,7 +8,6 @@ mod crawl;
 mod dedupe;
 mod extract;
 mod generate;
-mod generate_batch;
 mod import;
 mod lint;
 mod models;

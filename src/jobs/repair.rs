@@ -11,9 +11,9 @@ use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
 use serde::Serialize;
 
-use super::generate::{prompt_options, run_items, summary, Asker, Item};
 use crate::config::{Config, Model};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
+use crate::generation::{prompt_options, run_items, summary, Asker, Item};
 use crate::warehouse::{Partition, GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {

@@ -5,12 +5,14 @@
 //! Owns: every word a model is sent, and what of its answer is kept. Never calls a model or a
 //! file: `libs/llm` and the engine's generate job do.
 
+mod answer;
 mod bm25;
 pub mod finetune;
 
 use doc2ci_rows::{collapse_ws, normalize_reference, Pair};
 use serde::{Deserialize, Serialize};
 
+pub use answer::{answer_row, custom_id, parse_custom_id, Answer};
 pub use bm25::Bm25;
 
 /// Part of every generate/repair cache key; the crate's code version already changes with any

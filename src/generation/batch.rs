@@ -1,4 +1,4 @@
-//! generate's path for backends that answer in provider batches (`openai-batch`): the
+//! The path for backends that answer in provider batches (`openai-batch`): the
 //! partition's unanswered requests go up as one batch, its results come back as rows in one
 //! checkpointed commit. What must survive a kill is the batch's identity: the note
 //! `openai-batch` in the partition's checkpoint holds the submission's content key before the
@@ -14,7 +14,7 @@ use doc2ci_llm::{LlmError, Reply};
 use doc2ci_rows::Generation;
 use serde_json::{json, Value};
 
-use super::generate::{budget_reached, request, runtime, to_row, Item};
+use super::{budget_reached, request, runtime, to_row, Item};
 use crate::backends::{Budget, RequestCache};
 use crate::config::GenSettings;
 use crate::engine::{Batches, Ctx};
@@ -36,17 +36,9 @@ pub(super) struct BatchRun<'a> {
     pub total: usize,
 }
 
-/// Parses a [`custom_id`] back: (pair id, sample, round).
-pub(super) fn parse_custom_id(id: &str) -> Option<(&str, u32, u32)> {
-    let mut it = id.rsplitn(3, '/');
-    let round = it.next()?.parse().ok()?;
-    let sample = it.next()?.parse().ok()?;
-    Some((it.next().filter(|p| !p.is_empty())?, sample, round))
-}
-
-/// A request's `custom_id`: its pair, sample and round (pair ids never hold `/`).
-pub(super) fn custom_id(it: &Item, round: u32) -> String {
-    format!("{}/{}/{round}", it.pair_id, it.sample)
+/// A request's `custom_id` in this round.
+fn custom_id(it: &Item, round: u32) -> String {
+    doc2ci_generate::custom_id(&it.pair_id, it.sample, round)
 }
 
 impl BatchRun<'_> {
