@@ -231,6 +231,50 @@ const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
 /// answering `doc2ci export requests`: `custom_id` names the pair, sample and round.
 pub const BATCH_RESULTS: &str = "openai-batch";
 
+/// Keys of a file of rows to import, alike for a source's pairs and a model's outputs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileKeys {
+    #[serde(default)]
+    path: Option<Spanned<String>>,
+    #[serde(default)]
+    format: Option<Spanned<String>>,
+    #[serde(default)]
+    columns: BTreeMap<String, String>,
+    #[serde(default)]
+    skip_bad_rows: bool,
+}
+
+impl FileKeys {
+    /// The file, resolved, and its format: one of [`IMPORT_FORMATS`] or `other` (what this kind
+    /// of entry reads beyond them), `llm4ci` when not given. `table` is `sources` or `models`.
+    fn file_and_format(
+        &self,
+        cx: &Ctx,
+        span: std::ops::Range<usize>,
+        table: &str,
+        missing: &str,
+        other: &str,
+    ) -> Result<(PathBuf, String)> {
+        let Some(path) = &self.path else {
+            return cx.err(span, &format!("{table}.path"), missing);
+        };
+        let full = cx.path(path.span(), &format!("{table}.path"), path.get_ref())?;
+        let format = match &self.format {
+            Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) && f.get_ref() != other => {
+                return cx.err(
+                    f.span(),
+                    &format!("{table}.format"),
+                    format!("unknown format `{}` (one of {}, {other})", f.get_ref(), IMPORT_FORMATS.join(", ")),
+                )
+            }
+            Some(f) => f.get_ref().clone(),
+            None => "llm4ci".into(),
+        };
+        Ok((full, format))
+    }
+}
+
 /// Partition values end up in folder names (`model=…`), so they must be path-safe.
 fn check_name(what: &str, v: &str) -> std::result::Result<(), String> {
     if v.is_empty()

@@ -1,17 +1,15 @@
 //! `[[models]]`: where each model's outputs come from, as types.
 //!
-//! An entry is its common keys ([`Common`]) plus the keys of its kind: [`ImportKeys`] for
-//! `backend = "import"`; for a generative backend, [`GenKeys`] (what every one of them takes)
+//! An entry is its common keys ([`Common`]) plus the keys of its kind: [`FileKeys`] and
+//! [`ImportKeys`] for `backend = "import"`; for a generative backend, [`GenKeys`] (what every one of them takes)
 //! and then the backend's own keys, a type declared next to its code in `crate::backends`. A
 //! key of another kind or backend is named as such; any other unknown key is rejected by the type.
-
-use std::collections::BTreeMap;
 
 use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{check_name, ImportModel, Model, ModelKind, Service, Source, BATCH_RESULTS, IMPORT_FORMATS};
+use super::{check_name, FileKeys, ImportModel, Model, ModelKind, Service, Source, BATCH_RESULTS};
 use crate::backends::{GenKey, GenSettings};
 use crate::keys::{fields_of, Ctx, Entry};
 
@@ -36,20 +34,18 @@ struct Common {
     base_model: Option<Spanned<String>>,
 }
 
-/// Keys of `backend = "import"`: a file of outputs.
+/// Keys of `backend = "import"` beside its file's ([`FileKeys`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ImportKeys {
-    #[serde(default)]
-    path: Option<Spanned<String>>,
-    #[serde(default)]
-    format: Option<Spanned<String>>,
+    /// The source whose pair IDs the file's rows name.
     #[serde(default)]
     source: Option<Spanned<String>>,
-    #[serde(default)]
-    columns: BTreeMap<String, String>,
-    #[serde(default)]
-    skip_bad_rows: bool,
+}
+
+/// Every key of `backend = "import"`.
+fn import_keys() -> Vec<&'static str> {
+    [fields_of::<FileKeys>(), fields_of::<ImportKeys>()].concat()
 }
 
 /// Keys every generative backend takes.
@@ -89,7 +85,7 @@ struct GenKeys {
 
 /// Every key a `[[models]]` entry may take, whatever its backend (read from the types).
 pub(super) fn keys() -> Vec<&'static str> {
-    let mut all = [fields_of::<Common>(), fields_of::<ImportKeys>(), fields_of::<GenKeys>()].concat();
+    let mut all = [fields_of::<Common>(), &import_keys(), fields_of::<GenKeys>()].concat();
     for b in crate::backends::BACKENDS {
         all.extend(b.fields());
     }
@@ -128,7 +124,7 @@ pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], source
         // the wrong entry.
         let entry_span = e.span.clone();
         let kind = if backend == "import" {
-            if let Some((k, sp)) = e.foreign::<ImportKeys>() {
+            if let Some((k, sp)) = e.outside(&import_keys()) {
                 let generative = crate::backends::BACKENDS.iter().any(|b| b.fields().contains(&k));
                 if generative || fields_of::<GenKeys>().contains(&k) {
                     let takers = crate::backends::names()[1..].join(", ");
@@ -139,12 +135,13 @@ pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], source
                     );
                 }
             }
-            ModelKind::Import(import_model(cx, entry_span, &name, service, e.rest(cx)?, sources)?)
+            let file: FileKeys = e.part(cx)?;
+            ModelKind::Import(import_model(cx, entry_span, &name, service, file, e.rest(cx)?, sources)?)
         } else {
             let b = crate::backends::kind(backend).expect("checked against the registry");
             let g: GenKeys = e.part(cx)?;
             if let Some((k, sp)) = e.outside(&b.fields()) {
-                if fields_of::<ImportKeys>().contains(&k) {
+                if import_keys().contains(&k) {
                     return cx.err(
                         sp,
                         &format!("models.{k}"),
@@ -196,24 +193,12 @@ fn import_model(
     span: std::ops::Range<usize>,
     name: &str,
     service: Option<String>,
+    file: FileKeys,
     m: ImportKeys,
     sources: &[Source],
 ) -> Result<ImportModel> {
-    let Some(path) = &m.path else {
-        return cx.err(span, "models.path", format!("model `{name}`: the import backend needs `path`"));
-    };
-    let path = cx.path(path.span(), "models.path", path.get_ref())?;
-    let format = match &m.format {
-        Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) && f.get_ref() != BATCH_RESULTS => {
-            return cx.err(
-                f.span(),
-                "models.format",
-                format!("unknown format `{}` (one of {}, {BATCH_RESULTS})", f.get_ref(), IMPORT_FORMATS.join(", ")),
-            )
-        }
-        Some(f) => f.get_ref().clone(),
-        None => "llm4ci".into(),
-    };
+    let missing = format!("model `{name}`: the import backend needs `path`");
+    let (path, format) = file.file_and_format(cx, span.clone(), "models", &missing, BATCH_RESULTS)?;
     let Some(service) = service else {
         return cx.err(
             span,
@@ -239,7 +224,7 @@ fn import_model(
             )
         }
     };
-    Ok(ImportModel { path, format, service, source, columns: m.columns, skip_bad_rows: m.skip_bad_rows })
+    Ok(ImportModel { path, format, service, source, columns: file.columns, skip_bad_rows: file.skip_bad_rows })
 }
 
 /// A generative model's settings from the keys every backend shares; the backend's own keys

@@ -1,7 +1,7 @@
 //! `[[sources]]`: where each service's pairs come from, as types.
 //!
-//! An entry is its common keys ([`Common`]) plus the keys of its kind: [`ImportKeys`] (a file
-//! of pairs) or [`CrawlKeys`] (a documentation site and its profile).
+//! An entry is its common keys ([`Common`]) plus the keys of its kind: [`FileKeys`] (a file
+//! of pairs, as a model's outputs are) or [`CrawlKeys`] (a documentation site and its profile).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    check_name, CrawlParams, CrawlSource, ImportSource, Service, Source, SourceKind, CRAWL_BACKENDS, IMPORT_FORMATS,
+    check_name, CrawlParams, CrawlSource, FileKeys, ImportSource, Service, Source, SourceKind, CRAWL_BACKENDS,
 };
 use crate::keys::{fields_of, Ctx, Entry};
 
@@ -23,20 +23,6 @@ struct Common {
     name: Option<Spanned<String>>,
     kind: Spanned<String>,
     service: Spanned<String>,
-}
-
-/// Keys of `kind = "import"`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ImportKeys {
-    #[serde(default)]
-    format: Option<Spanned<String>>,
-    #[serde(default)]
-    path: Option<Spanned<String>>,
-    #[serde(default)]
-    columns: BTreeMap<String, String>,
-    #[serde(default)]
-    skip_bad_rows: bool,
 }
 
 /// Keys of `kind = "crawl"`.
@@ -55,7 +41,7 @@ struct CrawlKeys {
 
 /// Every key a `[[sources]]` entry may take, whatever its kind (read from the types).
 pub(super) fn keys() -> Vec<&'static str> {
-    [fields_of::<Common>(), fields_of::<ImportKeys>(), fields_of::<CrawlKeys>()].concat()
+    [fields_of::<Common>(), fields_of::<FileKeys>(), fields_of::<CrawlKeys>()].concat()
 }
 
 /// Every `[[sources]]` entry, typed; names are unique.
@@ -82,12 +68,12 @@ pub(super) fn sources(
             }
         };
         // A key of the other kind would be ignored: name it as such rather than as unknown.
-        let foreign = if crawl { e.foreign::<CrawlKeys>() } else { e.foreign::<ImportKeys>() };
+        let foreign = if crawl { e.foreign::<CrawlKeys>() } else { e.foreign::<FileKeys>() };
         if let Some((k, sp)) = foreign {
             let msg = match k {
                 _ if !crawl && fields_of::<CrawlKeys>().contains(&k) => "only crawl sources take this key",
                 "columns" | "skip_bad_rows" if crawl => "a crawl source has no columns",
-                _ if crawl && fields_of::<ImportKeys>().contains(&k) => {
+                _ if crawl && fields_of::<FileKeys>().contains(&k) => {
                     "a crawl source takes `serve` or `url`, not this key"
                 }
                 _ => "",
@@ -115,23 +101,11 @@ fn import_source(
     span: std::ops::Range<usize>,
     name: Option<Spanned<String>>,
     service: String,
-    s: ImportKeys,
+    s: FileKeys,
 ) -> Result<Source> {
-    let Some(path) = s.path else {
-        return cx.err(span, "sources.path", "missing: an import source needs a file");
-    };
-    let full = cx.path(path.span(), "sources.path", path.get_ref())?;
-    let format = match &s.format {
-        Some(f) if !IMPORT_FORMATS.contains(&f.get_ref().as_str()) && f.get_ref() != "benchmark" => {
-            return cx.err(
-                f.span(),
-                "sources.format",
-                format!("unknown format `{}` (one of {}, benchmark)", f.get_ref(), IMPORT_FORMATS.join(", ")),
-            )
-        }
-        Some(f) => f.get_ref().clone(),
-        None => "llm4ci".into(),
-    };
+    let (full, format) =
+        s.file_and_format(cx, span, "sources", "missing: an import source needs a file", "benchmark")?;
+    let path = s.path.as_ref().expect("file_and_format checked it");
     // A released benchmark is a folder (`doc2ci export benchmark`); every other format a file.
     if (format == "benchmark") != full.is_dir() {
         let want = if format == "benchmark" { "a folder written by `doc2ci export benchmark`" } else { "a file" };
