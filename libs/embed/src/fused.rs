@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use crate::error::{fail, Error, Result};
 use candle_core::{DType, Tensor};
+use doc2ci_errors::{fail, Error, Result};
 use gemm::Parallelism;
 use rayon::prelude::*;
 

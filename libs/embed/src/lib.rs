@@ -11,16 +11,15 @@
 //! - [`Backend::Candle`]: candle-transformers' `BertModel` on length-sorted, padded batches; kept as the
 //!   independent second implementation the tests compare the fused path against.
 
-pub mod error;
 mod fused;
 mod simd;
 
-pub use error::Error;
+pub use doc2ci_errors::{Error, Result};
 
 use std::path::Path;
 
-use crate::error::{fail, Result, Within};
 use candle_core::{DType, Device, Tensor};
+use doc2ci_errors::{fail, Within};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 /// sentence-transformers' `max_seq_length` for this model (from its `sentence_bert_config.json`).
@@ -70,10 +69,10 @@ impl Embedder {
 
     pub fn load_with(model: &Path, tokenizer: &Path, config: &Path, opts: Options) -> Result<Self> {
         if opts.batch_tokens < MAX_TOKENS {
-            fail!(Options, "batch_tokens must be at least {MAX_TOKENS} (one full-length text)");
+            fail!(Request, "batch_tokens must be at least {MAX_TOKENS} (one full-length text)");
         }
         if opts.batch_size == 0 {
-            fail!(Options, "batch_size must be at least 1");
+            fail!(Request, "batch_size must be at least 1");
         }
         let pool = match opts.threads {
             0 => None,

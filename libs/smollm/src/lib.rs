@@ -16,17 +16,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::error::{fail, Result, Within};
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
+use doc2ci_errors::{fail, Within};
 use doc2ci_llm::{Backend, LlmError, Message, Reply, Request};
 
 pub mod cores;
-pub mod error;
 mod llama;
 mod template;
-pub use error::Error;
+pub use doc2ci_errors::{Error, Result};
 pub use llama::{prefill_boundary, PREFILL_CHUNK};
 pub use q8::Kernel;
 pub use template::ChatTemplate;

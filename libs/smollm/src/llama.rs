@@ -11,9 +11,9 @@
 //! as a sequence alone (row-wise norms, per-row products, per-head attention), so a sequence's
 //! tokens do not depend on which others share its batch.
 
-use crate::error::{fail, Error, Result, Within};
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
+use doc2ci_errors::{fail, Error, Result, Within};
 
 use rayon::prelude::*;
 

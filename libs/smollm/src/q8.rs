@@ -10,7 +10,7 @@
 //! same instructions in the same order whatever shares its batch, so a sequence's tokens never
 //! depend on its neighbours (`tests/agreement.rs` checks it on the real model).
 
-use crate::error::{fail, Result};
+use doc2ci_errors::{fail, Result};
 use rayon::prelude::*;
 
 const QK: usize = 32;

@@ -8,7 +8,7 @@
 use doc2ci_llm::Message;
 use minijinja::{Environment, Error as JinjaError, ErrorKind};
 
-use crate::error::{fail, Result};
+use doc2ci_errors::{fail, Result};
 
 /// A compiled chat template and the special tokens it is rendered with.
 pub struct ChatTemplate {
