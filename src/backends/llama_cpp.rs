@@ -22,16 +22,12 @@ use crate::assets;
 use crate::keys::{fields_of, Ctx, Entry};
 
 pub const KIND: Kind = Kind {
-    name: "llama-cpp",
-    default_model: None,
     server: false,
     own: fields_of::<Keys>,
     keys,
-    concurrency: 4,
     model_file: true,
-    build,
     pins,
-    batch: None,
+    ..Kind::api_server("llama-cpp", build)
 };
 
 /// The server's package, the runner that starts it, and its library (what the pin stands for).

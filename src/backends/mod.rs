@@ -113,6 +113,23 @@ pub struct Kind {
 }
 
 impl Kind {
+    /// The common case, which a backend overrides field by field (`..Kind::api_server(…)`): a
+    /// server that may need an API key, 4 requests in flight, request by request, no pinned assets.
+    pub const fn api_server(name: &'static str, build: fn(&GenSettings) -> Result<Arc<dyn Backend>>) -> Kind {
+        Kind {
+            name,
+            default_model: None,
+            server: true,
+            own: crate::keys::fields_of::<ApiKeyKeys>,
+            keys: api_key_keys,
+            concurrency: 4,
+            model_file: false,
+            build,
+            pins: no_pins,
+            batch: None,
+        }
+    }
+
     /// Every key this backend takes beyond the generative ones all share.
     pub fn fields(&self) -> Vec<&'static str> {
         let server: &[&str] = if self.server { server::fields() } else { &[] };
@@ -134,6 +151,11 @@ impl Kind {
         };
         Some(format!("the {} backend takes no {what} (`{key}` is a setting of {})", self.name, takers.join(", ")))
     }
+}
+
+/// The pins of a backend whose answers depend on no asset of ours.
+pub fn no_pins(_: &GenSettings) -> Vec<(String, String)> {
+    vec![]
 }
 
 /// The keys of a backend that has none of its own.
@@ -174,12 +196,23 @@ pub fn api_key_keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Res
     Ok(())
 }
 
-/// A backend file is a module exporting `KIND`; listing it here declares and registers it.
+// Each backend's file, declared where rustfmt sees it; [`registry!`] lists it in [`BACKENDS`]
+// (a backend file not listed there fails `every_backend_file_is_registered`).
+mod embedded;
+mod llama_cpp;
+mod ollama;
+mod openai;
+mod openai_batch;
+mod responses;
+
+/// A backend file is a module exporting `KIND`; listing it here registers it.
 macro_rules! registry {
     ($($m:ident),* $(,)?) => {
-        $(mod $m;)*
         /// Every generative backend (`import` is not one: it reads a file of outputs).
         pub const BACKENDS: &[Kind] = &[$($m::KIND),*];
+        /// The file of each, for the test that none is left out.
+        #[cfg(test)]
+        const FILES: &[&str] = &[$(stringify!($m)),*];
     };
 }
 
@@ -241,5 +274,25 @@ pub fn pins(g: Option<&GenSettings>) -> Vec<(String, String)> {
     match g.and_then(|g| kind(&g.key.backend).map(|k| (k, g))) {
         Some((k, g)) => (k.pins)(g),
         None => vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A file of this folder that declares a `KIND` is a backend only once listed in `registry!`.
+    #[test]
+    fn every_backend_file_is_registered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backends");
+        let mut kinds: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("pub const KIND: Kind")))
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
+            .filter(|f| f != "mod")
+            .collect();
+        kinds.sort();
+        let mut listed: Vec<String> = super::FILES.iter().map(|f| f.to_string()).collect();
+        listed.sort();
+        assert_eq!(kinds, listed);
     }
 }

@@ -10,18 +10,7 @@ use toml::Spanned;
 use super::{GenSettings, Kind};
 use crate::keys::{fields_of, Ctx, Entry};
 
-pub const KIND: Kind = Kind {
-    name: "ollama",
-    default_model: None,
-    server: true,
-    own: fields_of::<Keys>,
-    keys,
-    concurrency: 4,
-    model_file: false,
-    build,
-    pins: |_| vec![],
-    batch: None,
-};
+pub const KIND: Kind = Kind { own: fields_of::<Keys>, keys, ..Kind::api_server("ollama", build) };
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_llm::ollama(doc2ci_llm::OllamaConfig {

@@ -7,20 +7,8 @@ use anyhow::Result;
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
-use crate::keys::fields_of;
 
-pub const KIND: Kind = Kind {
-    name: "openai",
-    default_model: None,
-    server: true,
-    own: fields_of::<super::ApiKeyKeys>,
-    keys: super::api_key_keys,
-    concurrency: 4,
-    model_file: false,
-    build,
-    pins: |_| vec![],
-    batch: None,
-};
+pub const KIND: Kind = Kind::api_server("openai", build);
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     Ok(doc2ci_llm::openai(doc2ci_llm::OpenAiConfig {

@@ -14,20 +14,8 @@ use doc2ci_llm::batch::BatchClient;
 use doc2ci_llm::Backend;
 
 use super::{GenSettings, Kind};
-use crate::keys::fields_of;
 
-pub const KIND: Kind = Kind {
-    name: "openai-batch",
-    default_model: None,
-    server: true,
-    own: fields_of::<super::ApiKeyKeys>,
-    keys: super::api_key_keys,
-    concurrency: 4,
-    model_file: false,
-    build,
-    pins: |_| vec![],
-    batch: Some(client),
-};
+pub const KIND: Kind = Kind { batch: Some(client), ..Kind::api_server("openai-batch", build) };
 
 fn build(_: &GenSettings) -> Result<Arc<dyn Backend>> {
     bail!("answers through provider batches, not one request at a time")

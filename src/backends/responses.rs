@@ -9,20 +9,8 @@ use doc2ci_llm::{Backend, LlmError, Parsed, Pool, Reply, Request};
 use serde_json::{json, Map, Value};
 
 use super::{GenSettings, Kind};
-use crate::keys::fields_of;
 
-pub const KIND: Kind = Kind {
-    name: "openai-responses",
-    default_model: None,
-    server: true,
-    own: fields_of::<super::ApiKeyKeys>,
-    keys: super::api_key_keys,
-    concurrency: 4,
-    model_file: false,
-    build,
-    pins: |_| vec![],
-    batch: None,
-};
+pub const KIND: Kind = Kind::api_server("openai-responses", build);
 
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     let key = doc2ci_llm::api_key("openai-responses", &g.key.model_id, g.api_key_env.as_deref())?;
