@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::engine::Action;
 use crate::sql::{self, Format};
 use crate::ui::Ui;
-use crate::warehouse::{self, Warehouse};
+use crate::warehouse::{Partition, Warehouse};
 
 #[derive(Parser)]
 #[command(name = "doc2ci", version, about = "Benchmarks of LLM-generated CI configurations")]
@@ -204,7 +204,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             // What finished is mirrored even when some partition failed.
             if let Some(url) = &cfg.remote {
                 let wh = crate::warehouse::Warehouse::new(&cfg.warehouse);
-                let _lock = wh.lock()?;
+                let _lock = crate::engine::Lock::take(&wh)?;
                 crate::remote::Remote::open(url)?.sync(&wh, ui, false)?;
             }
             let info = info?;
@@ -222,7 +222,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let cfg = Config::load(&config)?;
             let Some(url) = &cfg.remote else { bail!("{}: no [study] remote to push to", config.display()) };
             let wh = open_warehouse(&config)?;
-            let _lock = wh.lock()?;
+            let _lock = crate::engine::Lock::take(&wh)?;
             let s = crate::remote::Remote::open(url)?.sync(&wh, ui, adopt)?;
             println!("{url}: {} uploaded, {} unchanged, {} deleted", s.uploaded, s.unchanged, s.deleted);
             Ok(())
@@ -365,10 +365,10 @@ fn plan(config: &Path) -> Result<()> {
 
 fn status(config: &Path) -> Result<()> {
     let wh = open_warehouse(config)?;
-    let st = wh.load_state()?;
+    let st = crate::engine::State::load(&wh)?;
     println!("warehouse {}", wh.root.display());
     println!("{:<14} {:>10} {:>11} {:>12}", "table", "rows", "partitions", "bytes");
-    for t in warehouse::TABLES {
+    for t in crate::tables::TABLES {
         let parts: Vec<_> = st.partitions.iter().filter(|(k, _)| k.split('/').next() == Some(t.name)).collect();
         if parts.is_empty() {
             continue;
@@ -376,7 +376,7 @@ fn status(config: &Path) -> Result<()> {
         let rows: u64 = parts.iter().map(|(_, p)| p.rows).sum();
         let bytes: u64 = parts
             .iter()
-            .filter_map(|(k, _)| crate::engine::partition_from_id(k))
+            .filter_map(|(k, _)| Partition::from_id(crate::tables::TABLES, k))
             .filter_map(|p| std::fs::metadata(wh.file(&p)).ok())
             .map(|m| m.len())
             .sum();
@@ -396,13 +396,13 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
     let cfg = Config::load(config)?;
     let p = crate::jobs::pipeline(&cfg)?;
     let wh = p.warehouse();
-    let _lock = wh.lock()?;
-    let mut st = wh.load_state()?;
+    let _lock = crate::engine::Lock::take(&wh)?;
+    let mut st = crate::engine::State::load(&wh)?;
     let mut freed = 0u64;
     let mut removed = 0usize;
     let plan = p.plan()?;
     for s in &plan.stale {
-        if let Some(part) = crate::engine::partition_from_id(s) {
+        if let Some(part) = Partition::from_id(crate::tables::TABLES, s) {
             freed += dir_size(&wh.file(&part));
             wh.remove(&part)?;
         }
@@ -478,7 +478,7 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
         }
         (removed, freed) = (removed + n, freed + bytes);
     }
-    wh.save_state(&st)?;
+    st.save(&wh)?;
     println!("gc: removed {removed} items, freed {freed} bytes");
     Ok(())
 }

@@ -14,8 +14,8 @@ use doc2ci_stats::coding::{self, Candidate, Coded};
 use doc2ci_stats::{sample_size, Tier};
 
 use crate::config::Config;
-use crate::engine::partition_from_id;
-use crate::warehouse::{Warehouse, GENERATIONS, MODELS, PAIRS};
+use crate::tables::{GENERATIONS, MODELS, PAIRS, TABLES};
+use crate::warehouse::Warehouse;
 
 pub const SHEET_COLUMNS: &[&str] = &[
     "sample_id",
@@ -38,7 +38,8 @@ const KEY_COLUMNS: &[&str] = &["sample_id", "service", "model", "pair_id"];
 fn read_all<T: serde::de::DeserializeOwned>(wh: &Warehouse, t: crate::warehouse::TableDef) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for id in wh.partitions_on_disk(t) {
-        let p = partition_from_id(&id).ok_or_else(|| anyhow!("unexpected folder {id} in the warehouse"))?;
+        let p = crate::warehouse::Partition::from_id(TABLES, &id)
+            .ok_or_else(|| anyhow!("unexpected folder {id} in the warehouse"))?;
         out.extend(wh.read::<T>(&p)?);
     }
     Ok(out)

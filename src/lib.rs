@@ -19,6 +19,7 @@ pub mod release;
 pub mod remote;
 pub mod resources;
 pub mod sql;
+pub mod tables;
 pub mod ui;
 pub mod warehouse;
 

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
-use crate::warehouse::{self, Partition, Warehouse, PAGES, PAIRS, PAIRS_RAW};
+use crate::tables::{PAGES, PAIRS, PAIRS_RAW};
+use crate::warehouse::{self, Partition, Warehouse};
 
 pub const PAIRS_JSONL: &str = "pairs.jsonl";
 pub const PAIRS_PARQUET: &str = "pairs.parquet";

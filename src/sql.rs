@@ -14,7 +14,8 @@ use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
-use crate::warehouse::{self, Warehouse, TABLES};
+use crate::tables::TABLES;
+use crate::warehouse::Warehouse;
 
 /// Views every study wants; defined in SQL so users can read and copy them.
 pub const VIEWS: &[(&str, &str)] = &[
@@ -327,7 +328,7 @@ fn write_table(batches: &[RecordBatch], out: &mut dyn Write) -> Result<()> {
 }
 
 pub fn export(wh: &Warehouse, table: &str, format: Format, out: &mut dyn Write) -> Result<()> {
-    if warehouse::table(table).is_none() {
+    if !TABLES.iter().any(|t| t.name == table) {
         let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
         bail!("unknown table `{table}` (tables: {})", names.join(", "));
     }

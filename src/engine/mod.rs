@@ -4,8 +4,10 @@
 //! code version), the job says *how*. Nothing here names a stage, a table or a config key, so the
 //! engine is tested with toy jobs (`tests.rs`) and `src/jobs/` can grow without touching it.
 
+mod checkpoint;
 mod plan;
 mod run;
+mod state;
 #[cfg(test)]
 mod tests;
 
@@ -18,9 +20,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ui::Ui;
-use crate::warehouse::{Checkpoint, Partition, Warehouse};
+use crate::warehouse::{Partition, TableDef, Warehouse};
 
-pub use plan::{partition_from_id, Action, Change, Pipeline, Plan, PlanItem};
+pub use checkpoint::Checkpoint;
+pub use plan::{Action, Change, Pipeline, Plan, PlanItem};
+pub use state::{Lock, PartState, RunInfo, State};
 
 /// How one stage computes one partition. Implementations hold what they need from the
 /// configuration (cloned at declaration time), so running never reaches back into the config,
@@ -112,6 +116,9 @@ impl std::fmt::Debug for Node {
 #[derive(Default)]
 pub struct Graph {
     pub nodes: Vec<Node>,
+    /// Every table the study may have written, so a partition no node writes any more is
+    /// found and removed (the jobs' catalogue: the engine names no table).
+    pub tables: &'static [TableDef],
 }
 
 impl Graph {
@@ -192,7 +199,7 @@ impl Ctx<'_> {
 
     /// The partition's checkpoint, resumed: rows of the batches a killed run finished.
     pub fn batches<T: Serialize + DeserializeOwned>(&self) -> Result<Batches<T>> {
-        let ckpt = self.wh.checkpoint(&self.node.part, self.key);
+        let ckpt = Checkpoint::at(self.wh, &self.node.part, self.key);
         let (rows, done, seq, skipped) = ckpt.resume::<T>()?;
         Ok(Batches { ckpt, rows, done, seq, skipped, resumed: done })
     }

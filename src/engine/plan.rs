@@ -12,11 +12,14 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 
 use super::Node;
-use crate::warehouse::{self, PartState, Partition, State, Warehouse};
+use super::{PartState, State};
+use crate::warehouse::{Partition, TableDef, Warehouse};
 
 /// The declared study, ordered: nodes come in data-flow order (see [`super::Graph`]).
 pub struct Pipeline {
     pub nodes: Vec<Node>,
+    /// Every table of the study ([`Graph::tables`](super::Graph)).
+    pub tables: &'static [TableDef],
     pub warehouse: PathBuf,
     /// Partitions run at once.
     pub threads: usize,
@@ -58,17 +61,29 @@ pub enum Change {
 }
 
 impl Pipeline {
-    pub fn new(nodes: Vec<Node>, warehouse: &Path, threads: usize, config: &Path) -> Result<Self> {
+    pub fn new(g: super::Graph, warehouse: &Path, threads: usize, config: &Path) -> Result<Self> {
+        let (nodes, tables) = (g.nodes, g.tables);
         for (i, n) in nodes.iter().enumerate() {
             if let Some(d) = n.deps.iter().find(|&&d| d >= i) {
                 return Err(anyhow!("internal: {} depends on {}, declared after it", n.label(), nodes[*d].label()));
             }
         }
-        Ok(Self { nodes, warehouse: warehouse.to_path_buf(), threads: threads.max(1), config: config.to_path_buf() })
+        Ok(Self {
+            nodes,
+            tables,
+            warehouse: warehouse.to_path_buf(),
+            threads: threads.max(1),
+            config: config.to_path_buf(),
+        })
     }
 
     pub fn warehouse(&self) -> Warehouse {
         Warehouse::new(&self.warehouse)
+    }
+
+    /// The partition a state entry or folder names (None: not one of this study's tables).
+    pub fn partition(&self, id: &str) -> Option<Partition> {
+        Partition::from_id(self.tables, id)
     }
 
     pub(super) fn params_hash(n: &Node) -> String {
@@ -139,7 +154,7 @@ impl Pipeline {
         if st.key != Self::key(n, inputs) {
             return Change::Run("cache key changed".into());
         }
-        if let Some(why) = wh.unpublished(&n.part, st) {
+        if let Some(why) = st.unpublished(wh, &n.part) {
             return Change::Run(why);
         }
         Change::Current
@@ -147,7 +162,7 @@ impl Pipeline {
 
     pub fn plan(&self) -> Result<Plan> {
         let wh = self.warehouse();
-        let st = wh.load_state()?;
+        let st = State::load(&wh)?;
         let mut files = FileHashes::default();
         let mut outputs: HashMap<String, String> = HashMap::new();
         let mut actions: Vec<Action> = Vec::with_capacity(self.nodes.len());
@@ -178,7 +193,7 @@ impl Pipeline {
     pub fn stale(&self, st: &State, wh: &Warehouse) -> Vec<String> {
         let live: HashSet<String> = self.nodes.iter().map(|n| n.part.id()).collect();
         let mut out: Vec<String> = st.partitions.keys().filter(|k| !live.contains(*k)).cloned().collect();
-        for t in warehouse::TABLES {
+        for t in self.tables {
             for p in wh.partitions_on_disk(*t) {
                 if !live.contains(&p) && !out.contains(&p) {
                     out.push(p);
@@ -188,19 +203,6 @@ impl Pipeline {
         out.sort();
         out
     }
-}
-
-/// `generations/service=a/model=b` → the partition, for cleaning up stale folders.
-pub fn partition_from_id(id: &str) -> Option<Partition> {
-    let (id, file) = match id.split_once('#') {
-        Some((a, f)) => (a, Some(f.to_string())),
-        None => (id, None),
-    };
-    let mut it = id.split('/');
-    let t = warehouse::table(it.next()?)?;
-    let values: Vec<(String, String)> =
-        it.map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect::<Option<_>>()?;
-    (values.len() == t.partition_cols.len()).then_some(Partition { table: t.name, values, file })
 }
 
 /// Content hashes of input files, computed once per command.
@@ -235,7 +237,7 @@ impl Pipeline {
             std::fs::create_dir_all(path.parent().unwrap())?;
             std::fs::write(&path, &body)?;
             let output_hash = blake3::hash(&body).to_hex().to_string();
-            let (bytes, mtime_ns) = warehouse::stamp(&path)?;
+            let (bytes, mtime_ns) = crate::warehouse::stamp(&path)?;
             outputs.insert(n.part.id(), output_hash.clone());
             st.partitions.insert(
                 n.part.id(),
@@ -247,13 +249,13 @@ impl Pipeline {
                     version: n.version.clone(),
                     params_hash: Self::params_hash(n),
                     inputs,
-                    finished_at: warehouse::now(),
+                    finished_at: crate::warehouse::now(),
                     seconds: 0.0,
                     bytes: Some(bytes),
                     mtime_ns,
                 },
             );
         }
-        wh.save_state(&st)
+        st.save(&wh)
     }
 }

@@ -7,19 +7,21 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::plan::{partition_from_id, Change, FileHashes, Pipeline};
+use super::plan::{Change, FileHashes, Pipeline};
+use super::{Checkpoint, Lock, State};
 use super::{Ctx, Node};
+use super::{PartState, RunInfo};
 use crate::ui::Ui;
-use crate::warehouse::{self, PartState, RunInfo, Warehouse};
+use crate::warehouse::{self, Warehouse};
 
 impl Pipeline {
     /// Runs what changed; `only` restricts running to these stages (the others' current results
     /// are read as they are).
     pub fn run(&self, only: &[String], ui: &Ui) -> Result<RunInfo> {
         let wh = self.warehouse();
-        let _lock = wh.lock()?;
+        let _lock = Lock::take(&wh)?;
         let started = warehouse::now();
-        let state = Arc::new(Mutex::new(wh.load_state()?));
+        let state = Arc::new(Mutex::new(State::load(&wh)?));
         for s in only {
             if !self.nodes.iter().any(|n| n.stage == s) {
                 let stages: HashSet<&str> = self.nodes.iter().map(|n| n.stage).collect();
@@ -160,9 +162,9 @@ impl Pipeline {
                     };
                     let mut st = state.lock().unwrap();
                     st.partitions.insert(n.part.id(), ps);
-                    wh.save_state(&st)?;
+                    st.save(&wh)?;
                     // Only now: until the record is on disk, a resumed run re-runs the partition.
-                    wh.checkpoint(&n.part, &st.partitions[&n.part.id()].key).clear();
+                    Checkpoint::at(&wh, &n.part, &st.partitions[&n.part.id()].key).clear();
                     ui.info(&format!(
                         "done {}: {} rows in {:.2}s{}",
                         n.label(),
@@ -183,7 +185,7 @@ impl Pipeline {
         let mut st = state.lock().unwrap();
         if only.is_empty() {
             for p in self.stale(&st, &wh) {
-                if let Some(part) = partition_from_id(&p) {
+                if let Some(part) = self.partition(&p) {
                     wh.remove(&part)?;
                 }
                 st.partitions.remove(&p);
@@ -199,7 +201,7 @@ impl Pipeline {
             failed: failed.values().filter(|m| !m.starts_with("skipped")).count(),
         };
         st.last_run = Some(info.clone());
-        wh.save_state(&st)?;
+        st.save(&wh)?;
         if !failed.is_empty() {
             let mut msgs: Vec<String> =
                 failed.iter().map(|(i, m)| format!("  {}: {m}", self.nodes[*i].label())).collect();

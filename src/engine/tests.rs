@@ -7,7 +7,12 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::warehouse::{Partition, PAIRS, SCORES};
+use crate::warehouse::{Partition, TableDef};
+
+/// The toy study's tables: the engine is handed its tables, it knows none of its own.
+const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
+const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
+const TABLES: &[TableDef] = &[PAIRS, SCORES];
 
 #[derive(Serialize, Deserialize)]
 struct Row {
@@ -54,7 +59,7 @@ struct Study {
 /// a (pairs/service=a) → b (scores/service=a/model=m), c (scores/…/model=n, fails if asked).
 fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) -> (Pipeline, Study) {
     let runs: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-    let mut g = Graph::default();
+    let mut g = Graph { nodes: Vec::new(), tables: TABLES };
     let pa = Partition::new(PAIRS, &["a"]);
     // a's output depends on its value only through the row, not its parameters.
     let a = g.add(Node::new(
@@ -87,7 +92,7 @@ fn pipeline(dir: &std::path::Path, a_value: u64, b_param: u64, c_fails: bool) ->
         .deps(vec![a])
         .model("n"),
     );
-    (Pipeline::new(g.nodes, &dir.join("wh"), 2, &dir.join("toy.toml")).unwrap(), Study { runs })
+    (Pipeline::new(g, &dir.join("wh"), 2, &dir.join("toy.toml")).unwrap(), Study { runs })
 }
 
 fn counts(s: &Study) -> Vec<usize> {
@@ -174,7 +179,7 @@ fn a_node_may_not_depend_on_a_later_one() {
         Node::new("dedupe", Partition::new(PAIRS, &["a"]), toy()).deps(vec![1]),
         Node::new("dedupe", Partition::new(PAIRS, &["b"]), toy()),
     ];
-    let e = Pipeline::new(nodes, dir.path(), 1, dir.path()).err().unwrap().to_string();
+    let e = Pipeline::new(Graph { nodes, tables: TABLES }, dir.path(), 1, dir.path()).err().unwrap().to_string();
     assert!(e.contains("declared after it"), "{e}");
 }
 
@@ -222,14 +227,14 @@ fn a_panicking_job_fails_only_its_partition() {
         fail: false,
         panic,
     };
-    let mut g = Graph::default();
+    let mut g = Graph { nodes: Vec::new(), tables: TABLES };
     g.add(Node::new("dedupe", Partition::new(PAIRS, &["a"]), toy(0, false)));
     g.add(Node::new("dedupe", Partition::new(PAIRS, &["b"]), toy(1, true)));
     g.add(Node::new("dedupe", Partition::new(PAIRS, &["c"]), toy(2, false)));
-    let p = Pipeline::new(g.nodes, &dir.path().join("wh"), 1, &dir.path().join("toy.toml")).unwrap();
+    let p = Pipeline::new(g, &dir.path().join("wh"), 1, &dir.path().join("toy.toml")).unwrap();
     let e = p.run(&[], &ui).unwrap_err().to_string();
     assert!(e.contains("service=b") && e.contains("panic") && e.contains("toy panic"), "{e}");
-    let st = p.warehouse().load_state().unwrap();
+    let st = State::load(&p.warehouse()).unwrap();
     assert!(st.partitions.contains_key("pairs/service=a") && st.partitions.contains_key("pairs/service=c"), "{st:?}");
     assert!(!st.partitions.contains_key("pairs/service=b"));
 }

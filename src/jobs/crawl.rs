@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::config::{Config, CrawlParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, PAGES};
+use crate::tables::PAGES;
+use crate::warehouse::Partition;
 
 /// The crawl node of source `source`, then its extract nodes.
 pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {

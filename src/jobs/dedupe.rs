@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::config::{Config, DedupeParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, PAIRS, PAIRS_RAW};
+use crate::tables::{PAIRS, PAIRS_RAW};
+use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     for svc in &cfg.services {

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::config::Source;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, CODE_BLOCKS, PAIRS_RAW};
+use crate::tables::{CODE_BLOCKS, PAIRS_RAW};
+use crate::warehouse::Partition;
 
 pub fn declare(s: &Source, pages: usize, g: &mut Graph) {
     let pages_part = g.part(pages).clone();

@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::config::{Config, GenSettings};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{prompt_options, request, run_items, summary, Asker, Item};
-use crate::warehouse::{Partition, Warehouse, GENERATIONS, PAIRS};
+use crate::tables::{GENERATIONS, PAIRS};
+use crate::warehouse::{Partition, Warehouse};
 
 pub use doc2ci_generate::PROMPT_VERSION;
 

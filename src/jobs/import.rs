@@ -16,7 +16,8 @@ use doc2ci_rows::Pair;
 
 use crate::config::{Config, ImportModel, ImportSource};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, GENERATIONS, PAIRS, PAIRS_RAW};
+use crate::tables::{GENERATIONS, PAIRS, PAIRS_RAW};
+use crate::warehouse::Partition;
 
 /// One `kind = "import"` source → `pairs_raw/service=…/source=…`.
 pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {

@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::config::{Config, LintParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::linters::{self, Limits};
-use crate::warehouse::{Partition, LINTS};
+use crate::tables::LINTS;
+use crate::warehouse::Partition;
 
 /// The model name of a reference's rows.
 pub const REFERENCE: &str = "reference";

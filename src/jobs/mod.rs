@@ -25,13 +25,13 @@ use crate::config::{Config, SourceKind};
 use doc2ci_validate::Service;
 
 use crate::engine::{Graph, Pipeline};
-use crate::warehouse::{GENERATIONS, PAIRS};
+use crate::tables::{GENERATIONS, PAIRS};
 
 pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
 
 /// Every node of the study, each stage adding to what the earlier ones declared.
 pub fn declare(cfg: &Config) -> Result<Graph> {
-    let mut g = Graph::default();
+    let mut g = Graph { nodes: Vec::new(), tables: crate::tables::TABLES };
     // Sources in their declared order: dedupe keeps the first copy of a pair.
     for (i, s) in cfg.sources.iter().enumerate() {
         match &s.kind {
@@ -87,7 +87,7 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
 
 /// The study as the engine runs it.
 pub fn pipeline(cfg: &Config) -> Result<Pipeline> {
-    Pipeline::new(declare(cfg)?.nodes, &cfg.warehouse, cfg.threads, &cfg.file)
+    Pipeline::new(declare(cfg)?, &cfg.warehouse, cfg.threads, &cfg.file)
 }
 
 /// A service in a job's parameters: by its name.

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, MODELS};
+use crate::tables::MODELS;
+use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let rows = model_rows(cfg);

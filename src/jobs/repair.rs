@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::config::{Config, Model};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{prompt_options, run_items, summary, Asker, Item};
-use crate::warehouse::{Partition, GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
+use crate::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
+use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let rp = &cfg.stages.repair;

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::config::{Config, ReportParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, GENERATIONS, PAIRS, REPORT, STATS};
+use crate::tables::{GENERATIONS, PAIRS, REPORT, STATS};
+use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let (Some(mut deps), Some(stats)) = (super::stats::study_inputs(g), g.find(STATS.name, &[])) else {

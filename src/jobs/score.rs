@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
-use crate::warehouse::{Partition, SCORES};
+use crate::tables::SCORES;
+use crate::warehouse::Partition;
 
 /// The scores partition of one generations partition (any round) against the pairs of `dedupe`.
 pub fn add(g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {

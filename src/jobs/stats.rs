@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::config::{Config, StatsParams};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::warehouse::{Partition, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
+use crate::tables::{LINTS, MODELS, SCORES, STATS, VALIDATIONS};
+use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let Some(deps) = study_inputs(g) else { return Ok(()) };

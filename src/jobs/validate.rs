@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
-use crate::warehouse::{Partition, PAIR_VALIDATIONS, VALIDATIONS};
+use crate::tables::{PAIR_VALIDATIONS, VALIDATIONS};
+use crate::warehouse::Partition;
 
 /// The validity of each reference of the pairs of `dedupe`.
 pub fn add_references(g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {

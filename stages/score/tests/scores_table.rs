@@ -36,7 +36,7 @@ struct OldScore {
     truncated: bool,
 }
 
-/// The warehouse's options (`src/warehouse.rs`, `tracing_options`).
+/// The warehouse's options (`src/warehouse/parquet.rs`, `tracing_options`).
 fn tracing_options() -> TracingOptions {
     TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
 }

@@ -1,79 +1,35 @@
-//! The Parquet warehouse: Hive-partitioned tables that readers may query at any moment.
+//! The Parquet warehouse as storage: Hive-partitioned tables that readers may query at any moment.
 //!
 //! A partition is one Parquet file in a leaf folder (`scores/service=…/model=…/part-0.parquet`;
 //! repair rounds add `round-1.parquet`, … beside it, each its own partition with a `round`
 //! column inside). It is written complete in a staging folder and renamed over its target in
 //! one step, so a concurrent `read_parquet('scores/**/*.parquet')` sees either the old rows or
-//! the new ones, never both.
-//! Engine bookkeeping lives under `_doc2ci/`, outside every table folder.
+//! the new ones, never both. The rows' encoding is `parquet.rs`.
 //!
-//! Long on purpose: the table definitions, the atomic publish, the run lock, checkpoints and the
-//! Parquet encoding are one storage contract (SPEC §2); splitting them would spread its rules.
+//! What tables a study has is `tables.rs`'s; what the engine remembers of a
+//! run (state, run lock, checkpoints) is the engine's (`engine/state.rs`,
+//! `engine/checkpoint.rs`), kept under `_doc2ci/`, outside every table folder.
 
-use std::collections::BTreeMap;
+mod parquet;
+
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::basic::{Compression, ZstdLevel};
-use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::arrow::datatypes::FieldRef;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_arrow::schema::{SchemaLike, TracingOptions};
+use serde::Serialize;
+use serde_arrow::schema::SchemaLike;
+
+use parquet::{encode_parquet, tracing_options};
+pub use parquet::{encode_rows, parquet_files, read_batches, read_file_rows, write_rows_file};
 
 /// A table and the columns that live in its folder names rather than its files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableDef {
     pub name: &'static str,
     pub partition_cols: &'static [&'static str],
-}
-
-pub const PAIRS_RAW: TableDef = TableDef { name: "pairs_raw", partition_cols: &["service", "source"] };
-/// Crawled pages, raw HTML included (compressed by the Parquet writer).
-pub const PAGES: TableDef = TableDef { name: "pages", partition_cols: &["service", "source"] };
-/// Every code block extraction met on the crawled pages, and what became of it (the crawl summary).
-pub const CODE_BLOCKS: TableDef = TableDef { name: "code_blocks", partition_cols: &["service", "source"] };
-pub const PAIRS: TableDef = TableDef { name: "pairs", partition_cols: &["service"] };
-pub const GENERATIONS: TableDef = TableDef { name: "generations", partition_cols: &["service", "model"] };
-pub const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
-/// Validity of each pair's own reference (the study reports how many are fragments).
-pub const PAIR_VALIDATIONS: TableDef = TableDef { name: "pair_validations", partition_cols: &["service"] };
-pub const VALIDATIONS: TableDef = TableDef { name: "validations", partition_cols: &["service", "model"] };
-pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
-/// Each lint tool's verdict on each output and reference (`model = "reference"`).
-pub const LINTS: TableDef = TableDef { name: "lints", partition_cols: &["service", "model"] };
-/// What each repair round revisited and fixed, per service and model.
-pub const REPAIRS: TableDef = TableDef { name: "repairs", partition_cols: &["service", "model"] };
-
-/// The study's tests in tidy rows (one partition: they compare across services and models).
-pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
-/// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
-pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
-
-pub const TABLES: &[TableDef] = &[
-    PAGES,
-    CODE_BLOCKS,
-    PAIRS_RAW,
-    PAIRS,
-    GENERATIONS,
-    MODELS,
-    PAIR_VALIDATIONS,
-    VALIDATIONS,
-    SCORES,
-    LINTS,
-    REPAIRS,
-    STATS,
-    REPORT,
-];
-
-pub fn table(name: &str) -> Option<TableDef> {
-    TABLES.iter().copied().find(|t| t.name == name)
 }
 
 /// One leaf folder of a table; its id (`pairs/service=x`) is also its relative path.
@@ -122,31 +78,21 @@ impl Partition {
     pub fn get(&self, col: &str) -> Option<&str> {
         self.values.iter().find(|(k, _)| k == col).map(|(_, v)| v.as_str())
     }
-}
 
-/// What the engine remembers of a finished partition; the cache key decides reuse.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PartState {
-    pub stage: String,
-    pub key: String,
-    pub output_hash: String,
-    pub rows: u64,
-    /// The stage's code version; older warehouses stored a hand-written number, read as text so
-    /// they are told "stage code changed" rather than refused.
-    #[serde(deserialize_with = "version_text")]
-    pub version: String,
-    pub params_hash: String,
-    /// Input name → content hash, so `plan` can say which input changed.
-    pub inputs: BTreeMap<String, String>,
-    pub finished_at: String,
-    #[serde(default)]
-    pub seconds: f64,
-    /// The file as published: its size and modification time. A file whose size differs is not
-    /// the output; one whose time differs is hashed again (absent in older warehouses: hashed).
-    #[serde(default)]
-    pub bytes: Option<u64>,
-    #[serde(default)]
-    pub mtime_ns: Option<i128>,
+    /// `generations/service=a/model=b` → the partition, when `tables` has its table and the
+    /// folder names its every column (for stale folders and state entries).
+    pub fn from_id(tables: &[TableDef], id: &str) -> Option<Partition> {
+        let (id, file) = match id.split_once('#') {
+            Some((a, f)) => (a, Some(f.to_string())),
+            None => (id, None),
+        };
+        let mut it = id.split('/');
+        let name = it.next()?;
+        let t = tables.iter().find(|t| t.name == name)?;
+        let values: Vec<(String, String)> =
+            it.map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect::<Option<_>>()?;
+        (values.len() == t.partition_cols.len()).then_some(Partition { table: t.name, values, file })
+    }
 }
 
 /// A file's size and modification time (ns since the epoch), as [`PartState`] records them.
@@ -156,36 +102,8 @@ pub fn stamp(path: &Path) -> std::io::Result<(u64, Option<i128>)> {
     Ok((m.len(), t))
 }
 
-fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
-    Ok(match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(s) => s,
-        other => other.to_string(),
-    })
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RunInfo {
-    pub started_at: String,
-    pub finished_at: String,
-    pub config: String,
-    pub ran: usize,
-    pub reused: usize,
-    pub failed: usize,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct State {
-    pub partitions: BTreeMap<String, PartState>,
-    pub last_run: Option<RunInfo>,
-}
-
 pub struct Warehouse {
     pub root: PathBuf,
-}
-
-/// Held for the whole run; the kernel drops it if the process dies, so `kill -9` never wedges.
-pub struct Lock {
-    _file: File,
 }
 
 impl Warehouse {
@@ -193,38 +111,9 @@ impl Warehouse {
         Self { root: root.to_path_buf() }
     }
 
+    /// `_doc2ci/`: the engine's bookkeeping and the caches, outside every table folder.
     pub fn meta(&self) -> PathBuf {
         self.root.join("_doc2ci")
-    }
-
-    pub fn lock(&self) -> Result<Lock> {
-        fs::create_dir_all(self.meta()).with_context(|| format!("cannot create warehouse {}", self.root.display()))?;
-        let path = self.meta().join("lock");
-        let mut file = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: flock on a file descriptor we own; no memory is shared.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            bail!(
-                "warehouse {} is in use by another doc2ci run ({}); wait for it to finish",
-                self.root.display(),
-                holder.trim().if_empty("unknown process")
-            );
-        }
-        file.set_len(0)?;
-        writeln!(file, "pid {} since {}", std::process::id(), now())?;
-        Ok(Lock { _file: file })
-    }
-
-    pub fn load_state(&self) -> Result<State> {
-        let p = self.meta().join("state.json");
-        match fs::read(&p) {
-            Ok(b) => serde_json::from_slice(&b)
-                .with_context(|| format!("corrupt engine state {}: delete it to rebuild from scratch", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
-        }
     }
 
     /// This warehouse's id, made once: what a mirror records as its owner.
@@ -242,11 +131,6 @@ impl Warehouse {
         Ok(id)
     }
 
-    pub fn save_state(&self, st: &State) -> Result<()> {
-        fs::create_dir_all(self.meta())?;
-        atomic_write(&self.meta().join("state.json"), &serde_json::to_vec_pretty(st)?)
-    }
-
     /// The leaf folder holding the partition's file (shared with the other rounds).
     pub fn dir(&self, p: &Partition) -> PathBuf {
         let mut d = self.root.join(p.table);
@@ -258,10 +142,6 @@ impl Warehouse {
 
     pub fn file(&self, p: &Partition) -> PathBuf {
         self.dir(p).join(p.file_name())
-    }
-
-    pub fn checkpoint(&self, p: &Partition, key: &str) -> Checkpoint {
-        Checkpoint { dir: self.meta().join("checkpoints").join(p.id().replace('/', "~")).join(&key[..16]) }
     }
 
     /// Writes `rows` as the partition's entire content and returns the content hash.
@@ -327,23 +207,6 @@ impl Warehouse {
         fs::rename(&tmp, self.file(p)).with_context(|| format!("cannot move partition into {}", target.display()))?;
         sync_dir(&target)?;
         Ok(blake3::hash(&bytes).to_hex().to_string())
-    }
-
-    /// Why the partition's file is not what was published as `st` (None: it is). Size first, then
-    /// the content hash only when size or time differ, so a no-op run reads no file.
-    pub fn unpublished(&self, p: &Partition, st: &PartState) -> Option<String> {
-        let f = self.file(p);
-        let Ok((bytes, mtime)) = stamp(&f) else { return Some("output missing from the warehouse".into()) };
-        if st.bytes.is_some_and(|b| b != bytes) {
-            return Some("output on disk is not what was published (size changed)".into());
-        }
-        if st.bytes.is_some() && st.mtime_ns.is_some() && st.mtime_ns == mtime {
-            return None;
-        }
-        let same = File::open(&f)
-            .and_then(|fh| blake3::Hasher::new().update_reader(fh).map(|h| h.finalize().to_hex().to_string()))
-            .is_ok_and(|h| h == st.output_hash);
-        (!same).then(|| "output on disk is not what was published (content changed)".into())
     }
 
     /// The partition's rows; none when it was never written.
@@ -422,105 +285,6 @@ impl Warehouse {
     }
 }
 
-trait IfEmpty {
-    fn if_empty<'a>(&'a self, alt: &'a str) -> &'a str;
-}
-impl IfEmpty for str {
-    fn if_empty<'a>(&'a self, alt: &'a str) -> &'a str {
-        if self.is_empty() {
-            alt
-        } else {
-            self
-        }
-    }
-}
-
-/// Batches of a long stage, written as they finish so a killed run resumes after the last one.
-pub struct Checkpoint {
-    dir: PathBuf,
-}
-
-impl Checkpoint {
-    /// Rows of finished batches, how far into the input the last one reached, how many
-    /// batches there are, and how many bad records were skipped so far.
-    pub fn resume<T: DeserializeOwned>(&self) -> Result<(Vec<T>, u64, usize, u64)> {
-        let mut files = self.batch_files()?;
-        files.sort();
-        let (mut rows, mut done, mut skipped) = (Vec::new(), 0u64, 0u64);
-        for (name, path) in &files {
-            let mut r: Vec<T> = read_file_rows(path, None)?;
-            rows.append(&mut r);
-            let parts: Vec<u64> =
-                name.trim_end_matches(".parquet").split('-').skip(1).filter_map(|s| s.parse().ok()).collect();
-            if let [_, d, s] = parts[..] {
-                (done, skipped) = (d, s);
-            }
-        }
-        Ok((rows, done, files.len(), skipped))
-    }
-
-    /// `done` is how far into the input this batch reaches (records consumed so far).
-    pub fn commit<T: Serialize + DeserializeOwned>(
-        &self,
-        seq: usize,
-        done: u64,
-        skipped: u64,
-        rows: &[T],
-    ) -> Result<()> {
-        fs::create_dir_all(&self.dir)?;
-        let bytes = encode_rows(rows, &[])?;
-        atomic_write(&self.dir.join(format!("batch-{seq:06}-{done:012}-{skipped:09}.parquet")), &bytes)
-    }
-
-    /// A small side record of a running job (an in-flight provider batch's id), kept with the
-    /// batches and dropped with them at publish.
-    pub fn note(&self, name: &str) -> Result<Option<serde_json::Value>> {
-        let path = self.dir.join(format!("note-{name}.json"));
-        match fs::read(&path) {
-            Ok(b) => Ok(Some(
-                serde_json::from_slice(&b).with_context(|| format!("checkpoint note {} is corrupt", path.display()))?,
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-
-    /// Replaces the note atomically (None removes it).
-    pub fn set_note(&self, name: &str, v: Option<&serde_json::Value>) -> Result<()> {
-        let path = self.dir.join(format!("note-{name}.json"));
-        match v {
-            Some(v) => {
-                fs::create_dir_all(&self.dir)?;
-                atomic_write(&path, &serde_json::to_vec(v)?)
-            }
-            None => match fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-                _ => Ok(()),
-            },
-        }
-    }
-
-    pub fn clear(&self) {
-        let _ = fs::remove_dir_all(&self.dir);
-        if let Some(parent) = self.dir.parent() {
-            let _ = fs::remove_dir(parent);
-        }
-    }
-
-    fn batch_files(&self) -> Result<Vec<(String, PathBuf)>> {
-        let mut v = Vec::new();
-        if let Ok(rd) = fs::read_dir(&self.dir) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with("batch-") && name.ends_with(".parquet") {
-                    v.push((name, e.path()));
-                }
-            }
-        }
-        Ok(v)
-    }
-}
-
 pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -553,110 +317,14 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot sync folder {}", dir.display()))
 }
 
-fn tracing_options() -> TracingOptions {
-    TracingOptions::default().allow_null_fields(true).strings_as_large_utf8(false)
-}
-
-fn encode_parquet<T: Serialize + DeserializeOwned>(
-    p: &Partition,
-    rows: &[T],
-    fields: Option<&[FieldRef]>,
-) -> Result<Vec<u8>> {
-    let drop: Vec<&str> = p.values.iter().map(|(k, _)| k.as_str()).collect();
-    encode_rows_as(rows, &drop, fields)
-}
-
-/// Rows → one Parquet file in memory, without the columns that the folder names carry.
-fn encode_rows<T: Serialize + DeserializeOwned>(rows: &[T], drop: &[&str]) -> Result<Vec<u8>> {
-    encode_rows_as(rows, drop, None)
-}
-
-/// As [`encode_rows`], with the columns `fields` rather than traced from `T` when given.
-fn encode_rows_as<T: Serialize + DeserializeOwned>(
-    rows: &[T],
-    drop: &[&str],
-    fields: Option<&[FieldRef]>,
-) -> Result<Vec<u8>> {
-    let traced;
-    let fields = match fields {
-        Some(f) => f,
-        None => {
-            traced = Vec::<FieldRef>::from_type::<T>(tracing_options()).map_err(|e| anyhow!("schema of rows: {e}"))?;
-            &traced
-        }
-    };
-    let batch = serde_arrow::to_record_batch(fields, &rows).map_err(|e| anyhow!("rows to Arrow: {e}"))?;
-    let keep: Vec<usize> = batch
-        .schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| !drop.contains(&f.name().as_str()))
-        .map(|(i, _)| i)
-        .collect();
-    let batch = batch.project(&keep)?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .set_max_row_group_row_count(Some(64 * 1024))
-        .build();
-    let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    w.write(&batch)?;
-    w.close()?;
-    Ok(buf)
-}
-
-/// A standalone Parquet file of rows (caches outside the table folders), written atomically.
-pub fn write_rows_file<T: Serialize + DeserializeOwned>(path: &Path, rows: &[T]) -> Result<()> {
-    atomic_write(path, &encode_rows(rows, &[])?)
-}
-
-pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-}
-
-/// Reads a Parquet file back into rows, restoring the partition columns from the folder names.
-pub fn read_file_rows<T: DeserializeOwned>(path: &Path, p: Option<&Partition>) -> Result<Vec<T>> {
-    let batches = read_batches(path)?;
-    let mut out = Vec::new();
-    for b in batches {
-        let b = match p {
-            Some(p) if !p.values.is_empty() => with_partition_cols(&b, p)?,
-            _ => b,
-        };
-        let mut rows: Vec<T> =
-            serde_arrow::from_record_batch(&b).map_err(|e| anyhow!("{}: cannot decode rows: {e}", path.display()))?;
-        out.append(&mut rows);
-    }
-    Ok(out)
-}
-
-pub fn read_batches(path: &Path) -> Result<Vec<RecordBatch>> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
-        .with_context(|| format!("{} is not a readable Parquet file", path.display()))?
-        .build()?;
-    reader.collect::<std::result::Result<Vec<_>, _>>().with_context(|| format!("cannot read {}", path.display()))
-}
-
-fn with_partition_cols(b: &RecordBatch, p: &Partition) -> Result<RecordBatch> {
-    let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-    let mut cols: Vec<ArrayRef> = b.columns().to_vec();
-    for (k, v) in &p.values {
-        fields.push(Field::new(k, DataType::Utf8, false));
-        cols.push(Arc::new(StringArray::from(vec![v.as_str(); b.num_rows()])));
-    }
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
+    const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
     use doc2ci_rows::ModelRow;
+    use serde::Deserialize;
 
     #[test]
     fn write_swap_and_read_back() {
@@ -788,17 +456,5 @@ mod tests {
         // An empty partition has the same columns too.
         let empty_old = wh.write(&p, &Vec::<OldScore>::new()).unwrap();
         assert_eq!(wh.write_like(&p, &[], &template).unwrap(), empty_old);
-    }
-
-    #[test]
-    fn second_lock_is_refused_with_a_message() {
-        let dir = tempfile::tempdir().unwrap();
-        let wh = Warehouse::new(dir.path());
-        let _l = wh.lock().unwrap();
-        let e = wh.lock().err().unwrap().to_string();
-        assert!(
-            e.contains("in use by another doc2ci run") && e.contains(&format!("pid {}", std::process::id())),
-            "{e}"
-        );
     }
 }
