@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Client overhead: doc2ci-llm's `openai` backend vs the `openai` Python client (AsyncOpenAI + asyncio) against the
-# same local llama.cpp server (tests/peers/llama_server.py) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
+# same local llama.cpp server (peers/llama_server.py) serving SmolLM2-135M, same concurrency, max_tokens 1 so the
 # client's share of each request shows. Prints requests/s of both and the ratio (ours / peer), and the client
 # process's own CPU time per request (the overhead proper: requests/s converge on the server's limit).
 #
@@ -18,7 +18,7 @@ N="${REQUESTS:-2000}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${RO
 
 flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-llm --example bench_client
 LOG=$(mktemp)
-python3 tests/peers/llama_server.py --model "$GGUF" --alias smollm2 --threads 1 --parallel "$C" >"$LOG" &
+python3 -m peers.llama_server --model "$GGUF" --alias smollm2 --threads 1 --parallel "$C" >"$LOG" &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; rm -f "$LOG"' EXIT
 for _ in $(seq 300); do grep -q "listening on" "$LOG" && break; sleep 0.2; done

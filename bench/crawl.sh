@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Crawler benchmark (issue 4): the bundled documentation site (26 pages, four services) crawled
 # with the webdriver backend (headless Chromium) and the http backend: pages/s and pairs/s; then
-# extraction alone over the cached pages (pages/s) against docsite/check.py's Python extractor
+# extraction alone over the cached pages (pages/s) against peers/docsite.py's Python extractor
 # (the reference implementation) on the same pages. Run once, niced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +55,7 @@ pages=$(count http "SELECT COUNT(*) FROM pages WHERE html IS NOT NULL")
 "$bin" sql --config "$work/http.toml" --format jsonl "SELECT requested_url AS url, html FROM pages ORDER BY service, seq" > "$work/pages.jsonl"
 peer=$(nice -n 10 python3 - "$work/pages.jsonl" <<'PY'
 import json, sys, time
-sys.path.insert(0, "docsite")
-import check
+from peers import docsite as check
 profiles = check.load_profiles()
 pages = [json.loads(l) for l in open(sys.argv[1])]
 def prof(url):

@@ -3,7 +3,7 @@
 #  yaml:       the YAML loader against ruamel.yaml on generated and mutated CI-like documents
 #              (libs/yaml/tests/fuzz_ruamel.rs, fixed seed): cases that agree, that both refuse,
 #              documented differences by kind, and any other.
-#  extraction: page extraction against the BeautifulSoup reference (tests/realdocs/fuzz_pages.py
+#  extraction: page extraction against the BeautifulSoup reference (peers/realdocs/fuzz_pages.py
 #              pages in the four sites' markup, crawled over HTTP; tests/e2e/realdocs.rs): pairs
 #              equal per site, and the known differences counted (libs/yaml's tab in a plain
 #              scalar; html5lib's tree where Chromium's gives doc2ci's pairs).

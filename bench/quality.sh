@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validate + score benchmarks (issue 3), side by side on this machine, on the real llm4ci data.
 #   peer     doc2ci run (fresh warehouse, import → dedupe → validate → score, 725 pairs × 6 models = 4,350 rows)
-#            vs bench/peer_pipeline.py (the predecessor's way: sentence-transformers per text, sacrebleu, ignite,
+#            vs peers/predecessor.py (the predecessor's way: sentence-transformers per text, sacrebleu, ignite,
 #            zss, rapidfuzz, crystalbleu, PyYAML + jsonschema) on the same rows; plus embedding throughput on the
 #            same distinct cleaned texts: sentence-transformers batched encode vs doc2ci-embed (bench_embed).
 #   rescore  on the warm warehouse of `peer`, a seventh model (gpt-4o's outputs, each mutated) is added: how
@@ -63,7 +63,7 @@ if [[ " $SECTIONS " == *" peer "* ]]; then
   say "doc2ci run --quiet (fresh warehouse, import+dedupe+validate+score): ${D2} s, ${n} score rows (load before $l0, after $l1)"
 
   l0=$(load)
-  python3 bench/peer_pipeline.py run --data "$DATA" --every "$EVERY" --out "$OUT/peer_scores.csv" 2>"$OUT/peer.err" | tee "$OUT/peer.json"
+  python3 -m peers.predecessor run --data "$DATA" --every "$EVERY" --out "$OUT/peer_scores.csv" 2>"$OUT/peer.err" | tee "$OUT/peer.json"
   l1=$(load)
   PEER=$(py "import json; print(json.load(open('$OUT/peer.json'))['estimated_full_s'])")
   EXTRA=$(py "import json; d=json.load(open('$OUT/peer.json')); print('extrapolated linearly from every %dth row (%d of %d rows)' % (d['every'], d['rows_timed'], d['rows_total']) if d['extrapolated'] else 'all %d rows' % d['rows_total'])")
@@ -91,11 +91,11 @@ PY
 
   say ""
   say "### embedding throughput on the same distinct cleaned texts"
-  python3 bench/peer_pipeline.py texts --data "$DATA" --out "$OUT/texts.json" 2>&1 | tee -a "$SUMMARY"
+  python3 -m peers.predecessor texts --data "$DATA" --out "$OUT/texts.json" 2>&1 | tee -a "$SUMMARY"
   l0=$(load)
   OURS=$("$EMBED_BIN" "$OUT/texts.json")
   l1=$(load)
-  PEERE=$(python3 bench/peer_pipeline.py encode "$OUT/texts.json" --batch 32 2>/dev/null)
+  PEERE=$(python3 -m peers.predecessor encode "$OUT/texts.json" --batch 32 2>/dev/null)
   l2=$(load)
   say "doc2ci-embed ($EMBED_PROFILE build): $OURS (load $l0 → $l1)"
   say "sentence-transformers encode(batch_size=32): $PEERE (load → $l2)"
@@ -125,8 +125,7 @@ proprietary = true
 EOF
   EXPECT=$(python3 - "$DATA" "$WORK/gpt-4o-mut_output.csv.gz" <<'PY'
 import sys
-sys.path.insert(0, "bench")
-import peer_pipeline as pp
+from peers import predecessor as pp
 pairs, rows = pp.load_rows(sys.argv[1])
 known = {pp.clean(p["Code"]) for p in pairs} | {pp.clean(o) for _, _, o in rows}
 ids = {p["ID"] for p in pairs}

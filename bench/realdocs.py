@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The crawler on the four documentation sites rendered by their own engines (tests/realdocs; issue 11).
 
-    python3 bench/realdocs.py DOC2CI_BINARY [--repeat N]
+    python3 -m bench.realdocs DOC2CI_BINARY [--repeat N]
 
 For each site (github-docs, gitlab-docs, circleci-docs, travis-docs):
 1. agreement: recall and precision of the (url, reference) pairs doc2ci crawls, per backend, against
-   the independent BeautifulSoup extractor (tests/realdocs/reference.py), and the share of matched pairs
+   the independent BeautifulSoup extractor (peers/realdocs/reference.py), and the share of matched pairs
    whose title and description are equal too;
 2. speed: doc2ci's webdriver crawl (a whole `doc2ci run`, chromedriver and Chromium started and stopped
-   by it) against bench/selenium_crawl.py, a Selenium crawler in Python like the Doc2CI study's (same
+   by it) against peers/realdocs/selenium_crawl.py, a Selenium crawler in Python like the Doc2CI study's (same
    Chromium, same flags, same served pages, BeautifulSoup extraction): pages per second of each, the
    median of N runs, and the ratio.
 Prints a table; bench/realdocs.sh writes it to bench/out/realdocs/summary.txt.
@@ -33,8 +33,8 @@ SITES = [("github", "github-docs", "github-actions"), ("gitlab", "gitlab-docs", 
 
 def render(site: str, out: Path) -> None:
     js = REALDOCS / site / "render.mjs"
-    cmd = ["node", str(js)] if js.exists() else [sys.executable, str(REALDOCS / site / "render.py")]
-    subprocess.run(cmd + ["--out", str(out)], check=True, capture_output=True)
+    cmd = ["node", str(js)] if js.exists() else [sys.executable, "-m", f"peers.realdocs.render_{site}"]
+    subprocess.run(cmd + ["--out", str(out)], check=True, capture_output=True, cwd=ROOT)
 
 
 def query(wh: Path, sql: str) -> list[tuple]:
@@ -89,8 +89,8 @@ def selenium(binary: str, site_dir: Path, profile: str, pages: list[str], work: 
     server = subprocess.Popen([binary, "serve", str(site_dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         origin = server.stdout.readline().strip().rsplit(" ", 1)[-1]
-        r = subprocess.run([sys.executable, str(ROOT / "bench" / "selenium_crawl.py"), origin, "--site", profile,
-                            "--pages", str(work / "pages.json")], check=True, capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "peers.realdocs.selenium_crawl", origin, "--site", profile,
+                            "--pages", str(work / "pages.json")], check=True, capture_output=True, text=True, cwd=ROOT)
         pages, secs = r.stderr.strip().splitlines()[-1].split()[1::3]
         return int(pages), float(secs)
     finally:
@@ -117,8 +117,8 @@ def main() -> None:
         for site, profile, service in SITES:
             site_dir = tmp / site
             render(site, site_dir)
-            want = json.loads(subprocess.run([sys.executable, str(REALDOCS / "reference.py"), str(site_dir), "--site", profile],
-                                             check=True, capture_output=True, text=True).stdout)
+            want = json.loads(subprocess.run([sys.executable, "-m", "peers.realdocs.reference", str(site_dir), "--site", profile],
+                                             check=True, capture_output=True, text=True, cwd=ROOT).stdout)
             for backend in ("http", "webdriver"):
                 got, pages, _ = crawl(args.binary, site_dir, profile, service, backend, tmp / f"{site}-{backend}")
                 rows.append((profile, backend, len(want), len(got), *agreement(got, want)))
@@ -130,7 +130,7 @@ def main() -> None:
                 p_pages, p_secs = selenium(args.binary, site_dir, profile, pages, work)
                 peer.append(p_pages / p_secs)
             speed.append((profile, len(pages), p_pages, statistics.median(ours), statistics.median(peer)))
-    print("agreement with tests/realdocs/reference.py (BeautifulSoup), (url, reference) pairs:")
+    print("agreement with peers/realdocs/reference.py (BeautifulSoup), (url, reference) pairs:")
     print(f"{'site':<14} {'backend':<10} {'want':>5} {'got':>5} {'recall':>7} {'precision':>9} {'title+desc':>10}")
     for profile, backend, nw, ng, rec, prec, same in rows:
         print(f"{profile:<14} {backend:<10} {nw:>5} {ng:>5} {rec:>7.1%} {prec:>9.1%} {same:>10.1%}")

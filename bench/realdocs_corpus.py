@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The built-in profiles on the sites' real pages (issue 35), and the predecessor's pairs recovered.
 
-    python3 bench/realdocs_corpus.py CORPUS DOC2CI_BINARY [--out DIR]
+    python3 -m bench.realdocs_corpus CORPUS DOC2CI_BINARY [--out DIR]
 
 CORPUS is a folder assembled locally from stored copies of the sites' sources (never committed):
   CORPUS/github/content/actions/**.md, CORPUS/github/data/{reusables,variables,features}/**
@@ -13,7 +13,7 @@ Each MANIFEST*.tsv beside them names the repository and commit of every file.
 1. Renders each with the real engines of tests/realdocs (Liquid + unified with GitHub's plugins; Hugo
    with GitLab's shortcodes), each inside its site's chrome.
 2. Crawls the render with the built-in profile through both backends and compares with the
-   BeautifulSoup reference (tests/realdocs/reference.py): recall, precision, title and description
+   BeautifulSoup reference (peers/realdocs/reference.py): recall, precision, title and description
    equality, and leaks (a line of a pair's own YAML in its description, or the site's chrome).
 3. GitHub only: of the llm4ci study's 725 distinct pairs (Title, Description, Code), which references
    the crawl of those pages produces (whitespace-insensitive), whose descriptions agree, and why each
@@ -25,7 +25,6 @@ import argparse
 import collections
 import csv
 import gzip
-import importlib.util
 import json
 import re
 import shutil
@@ -35,7 +34,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from realdocs import REALDOCS, crawl  # bench/realdocs.py: the same crawl of a served folder
+from bench.realdocs import REALDOCS, ROOT, crawl  # the same crawl of a served folder
+from peers.realdocs import fences
 
 LLM4CI = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm4ci" / "GitHubActions_Docs.csv.gz"
 CHROME = ["Copy", "In this article", "Help and support", "Help & feedback", "Did you find what you needed",
@@ -75,16 +75,16 @@ def render(site: str, corpus: Path, out: Path) -> None:
         cmd = ["node", str(REALDOCS / "github" / "render.mjs"), "--content", str(content),
                "--data", str(corpus / "github" / "data"), "--out", str(out)]
     else:
-        cmd = [sys.executable, str(REALDOCS / "gitlab" / "render.py"), "--content", str(corpus / "gitlab-hugo" / "doc"),
+        cmd = [sys.executable, "-m", "peers.realdocs.render_gitlab", "--content", str(corpus / "gitlab-hugo" / "doc"),
                "--out", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         sys.exit(f"render {site}: {r.stderr[-3000:]}")
 
 
 def reference(site_dir: Path, profile: str) -> list[dict]:
-    r = subprocess.run([sys.executable, str(REALDOCS / "reference.py"), str(site_dir), "--site", profile],
-                       check=True, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "peers.realdocs.reference", str(site_dir), "--site", profile],
+                       check=True, capture_output=True, text=True, cwd=ROOT)
     return json.loads(r.stdout)
 
 
@@ -171,15 +171,8 @@ def description_agreement(theirs: str, ours: str) -> str:
     return "different text (the page changed, or another section's prose)"
 
 
-def _fences():
-    """tests/realdocs/fences.py, the renderers' and the reference's YAML check (ruamel), loaded once."""
-    spec = importlib.util.spec_from_file_location("fences", REALDOCS / "fences.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-yaml_loads_collection = _fences().collection
+# The renderers' and the reference's YAML check (ruamel).
+yaml_loads_collection = fences.collection
 
 
 def recovery(corpus: Path, ours: list[dict]) -> dict:
@@ -284,7 +277,7 @@ def main() -> None:
                 rows.append((profile, backend, len(pages), compare(got, want), secs))
                 if site == "github" and backend == "http":
                     github_pairs = got
-        print("built-in profiles on the real pages, against tests/realdocs/reference.py (BeautifulSoup):")
+        print("built-in profiles on the real pages, against peers/realdocs/reference.py (BeautifulSoup):")
         print(f"{'site':<12} {'backend':<10} {'pages':>5} {'ref':>5} {'ours':>5} {'recall':>7} {'precision':>9} "
               f"{'title=':>7} {'desc=':>7} {'own-YAML leaks':>14} {'chrome leaks':>12}  (ours/reference: prose that quotes"
               " the YAML, or words such as 'Copy')")

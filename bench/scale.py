@@ -67,7 +67,7 @@ def write_csv(path, cols, rows):
                 w.writerow({c: r.get(c, "") for c in cols})
 
 
-# --- SPEC §1 dedupe key (as in bench/peer_pipeline.py) --------------------------------------------
+# --- SPEC §1 dedupe key (as in peers/predecessor.py) --------------------------------------------
 
 def collapse_ws(s):
     return " ".join(s.split())

@@ -21,8 +21,7 @@ OURS=$("$CARGO_TARGET_DIR/$dir/examples/bench_smollm" "$GGUF" --max-tokens "$K")
 echo "ours: $OURS"
 PEER=$(python3 - "$GGUF" "$K" "$THREADS" <<'PY'
 import json, sys, time
-sys.path.insert(0, "tests/peers")
-import llama_server
+from peers import llama_server
 import xllamacpp as xlc
 gguf, k, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 srv = llama_server.start(gguf, threads=threads)

@@ -2,7 +2,7 @@
 # stats + report benchmarks (issue 6).
 #   real       the 6-model llm4ci study (examples/llm4ci.toml, 725 pairs × 6 models): time of
 #              `doc2ci run --only stats --only report` on its warehouse (a changed bootstrap seed forces both
-#              to re-run) vs bench/stats_peer.py, the core tests with scipy/statsmodels/numpy on the same rows.
+#              to re-run) vs peers/stats_timed.py, the core tests with scipy/statsmodels/numpy on the same rows.
 #   scale      the real Doc2CI-scale warehouse made by `SECTIONS=scale bench/quality.sh` (3,363 pairs × 16
 #              models = 53,808 configurations, scored): `--only stats --only report` with a changed seed,
 #              under /usr/bin/time -v (wall, peak RSS). Set SCALE_CONFIG to that study's pipeline.toml.
@@ -49,7 +49,7 @@ if [[ " $SECTIONS " == *" real "* ]]; then
   OURS=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p)
   ROWS=$("$BIN" sql --config "$STUDY" --format csv "SELECT COUNT(*) AS n FROM stats" | tail -1)
   say "doc2ci run --only stats --only report (6 models, 4,350 outputs): runs ${times[*]} s, median ${OURS} s; ${ROWS} stats rows; report $(du -sh "$WH/report" | cut -f1)"
-  PEER_JSON=$(python3 bench/stats_peer.py "$WH")
+  PEER_JSON=$(python3 -m peers.stats_timed "$WH")
   PEER=$(py "import json; print(json.loads('$PEER_JSON')['seconds'])")
   say "peer (scipy/statsmodels/numpy, core tests only, no report): $PEER_JSON"
   say "$(py "print(f'ratio peer / doc2ci (stats+report, incl. process start and Parquet reads): {$PEER/$OURS:.1f}x')")"

@@ -6,24 +6,24 @@ import importlib
 import sys
 
 MODULES = [
-    # validity peers (stages/validate, tests/peers/validity_peer.py)
+    # validity peers (stages/validate, peers/validity.py)
     "ruamel.yaml", "jsonschema", "check_jsonschema",
-    # metric peers (stages/score/tests/peers/metrics_peer.py)
+    # metric peers (peers/metrics.py)
     "sacrebleu", "crystalbleu", "zss", "rapidfuzz", "nltk", "deepdiff",
-    # the workflow differ beside the semantic metrics (stages/score/tests/peers/gawd_peer.py)
+    # the workflow differ beside the semantic metrics (peers/gawd.py)
     "gawd",
-    # reading the warehouse as a user would (tests/py/duckdb_check.py); the lint peer
-    # (tests/peers/lint_peer.py: its tools come from `doc2ci setup`, shellcheck from deps.sh)
+    # reading the warehouse as a user would (peers/duckdb_check.py); the lint peer
+    # (peers/lint.py: its tools come from `doc2ci setup`, shellcheck from deps.sh)
     "duckdb",
-    # crawl reference extraction (docsite/check.py, tests/realdocs/reference.py, tests/e2e/crawl.rs)
+    # crawl reference extraction (peers/docsite.py, peers/realdocs/reference.py, tests/e2e/crawl.rs)
     "html5lib", "bs4", "soupsieve",
-    # Chromium's own tree for the extraction fuzz (tests/realdocs/chromium_tree.py) and bench/realdocs.sh
+    # Chromium's own tree for the extraction fuzz (peers/realdocs/chromium_tree.py) and bench/realdocs.sh
     "selenium",
-    # statistics peers (tests/py/stats_check.py, stages/stats/tests)
+    # statistics peers (peers/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
     "moto.server", "boto3", "polars",
-    # generation peers (tests/peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/)
+    # generation peers (peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/)
     "xllamacpp", "openai",
 ]
 

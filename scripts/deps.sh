@@ -56,7 +56,7 @@ pip_install \
   selenium==4.50.0
 
 # llama.cpp's own OpenAI-compatible server (its C++ server code, prebuilt without native CPU flags in the
-# xllamacpp wheel; tests/peers/llama_server.py starts it) and the `openai` client: the peers of the
+# xllamacpp wheel; peers/llama_server.py starts it) and the `openai` client: the peers of the
 # generation tests and bench/. Nothing is compiled: building llama.cpp from source was most of a cold run.
 pip_install xllamacpp==2026.10.11549 openai==3.57.0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the bundled documentation site from the page sources in docsite/_src/pages.
 
-    python3 docsite/_src/build.py        # rewrites the generated HTML under docsite/
+    python3 -m docsite._src.build        # rewrites the generated HTML under docsite/
 
 The sources are a small Markdown dialect (see docsite/README.md); each service is rendered with the markup
 its real documentation site uses, so the crawler's site profiles, not its code, must say what to strip and
@@ -25,8 +25,7 @@ HERE = Path(__file__).resolve().parent
 SITE = HERE.parent
 PAGES = HERE / "pages"
 
-sys.path.insert(0, str(SITE))
-from check import yaml_kind  # noqa: E402  (shared loader: one definition of "parses")
+from peers.docsite import yaml_kind  # shared loader: one definition of "parses"
 
 # --------------------------------------------------------------------------------------------------------
 # Site structure

@@ -1,4 +1,4 @@
-//! Issue 16: `backend = "openai-batch"` end to end against `tests/peers/batch_server.py`, a
+//! Issue 16: `backend = "openai-batch"` end to end against `peers/batch_server.py`, a
 //! stand-in for OpenAI's Files and Batches endpoints on loopback (it is not OpenAI; it serves the
 //! documented objects, status sequence and file lines, checks the bearer key, and fails some lines
 //! on purpose). Then the same requests as files: `export requests`, answered by that server as a
@@ -8,7 +8,6 @@ use crate::common::*;
 use crate::generate::{small_docs, study, GENS};
 
 use std::io::BufRead;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,9 +20,9 @@ struct BatchServer {
 
 impl BatchServer {
     fn start(seconds: f64, fail_every: u32) -> BatchServer {
-        let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("tests/peers/batch_server.py");
         let mut child = Command::new("python3")
-            .arg(script)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["-m", "peers.batch_server"])
             .args(["--key", KEY, "--seconds", &seconds.to_string(), "--fail-every", &fail_every.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -78,9 +78,12 @@ pub fn run_err(args: &[&str]) -> String {
 
 /// Table counts as the real DuckDB sees them (`pip install duckdb` is part of the test setup).
 pub fn duckdb(warehouse: &Path) -> serde_json::Value {
-    let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("tests/py/duckdb_check.py");
-    let out = Command::new("python3").arg(script).arg(warehouse).output().expect("python3");
+    let out = Command::new("python3")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["-m", "peers.duckdb_check"])
+        .arg(warehouse)
+        .output()
+        .expect("python3");
     assert!(out.status.success(), "DuckDB could not read the warehouse: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -1,5 +1,5 @@
 //! The crawler end to end on the bundled documentation site: real Chromium through
-//! chromedriver and plain HTTP against the golden pairs of `docsite/check.py`, the traps of
+//! chromedriver and plain HTTP against the golden pairs of `peers/docsite.py`, the traps of
 //! `docsite/TRAPS.md` (asserted on the server's request log), and `kill -9` + resume.
 
 use crate::common;

@@ -391,7 +391,7 @@ fn repair_of_real_invalid_outputs_with_the_embedded_model_is_monotone() {
     );
 }
 
-/// llama.cpp's own server (`tests/peers/llama_server.py`, the `xllamacpp` wheel of scripts/deps.sh)
+/// llama.cpp's own server (`peers/llama_server.py`, the `xllamacpp` wheel of scripts/deps.sh)
 /// serving the SmolLM2 GGUF on a free loopback port; killed on drop.
 struct LlamaServer(std::process::Child);
 
@@ -402,16 +402,15 @@ impl LlamaServer {
             .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
         let gguf = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
         assert!(gguf.exists(), "{} missing: run `doc2ci setup`", gguf.display());
-        let launcher = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-            .join("tests/peers/llama_server.py");
         let child = std::process::Command::new("python3")
-            .arg(launcher)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["-m", "peers.llama_server"])
             // Port 0: the OS picks it at bind time; the launcher's start line says which.
             .args(["--port", "0", "--threads", "1", "--alias", "smollm2", "--model"])
             .arg(&gguf)
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .expect("python3 tests/peers/llama_server.py (scripts/deps.sh installs xllamacpp)");
+            .expect("python3 -m peers.llama_server (scripts/deps.sh installs xllamacpp)");
         let mut s = LlamaServer(child);
         let port = {
             let mut lines = BufReader::new(s.0.stdout.take().unwrap()).lines();

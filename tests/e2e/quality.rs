@@ -1,6 +1,6 @@
 //! validate + lint + score end to end on the six real models: every output gets a validity row,
 //! a row per lint tool and a score row, the study's summary reads back, the stored findings equal
-//! the same pinned tools run by hand (tests/peers/lint_peer.py), and a new model embeds only its
+//! the same pinned tools run by hand (peers/lint.py), and a new model embeds only its
 //! new texts.
 
 use crate::common;
@@ -23,10 +23,9 @@ fn validate_and_score_the_real_outputs_then_add_a_model() {
     assert_eq!(db["lints"]["rows"], 725 * 7 * 2);
 
     // The stored findings equal the tools run by hand, one file at a time, on ≥ 300 real rows.
-    let peer = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("tests/peers/lint_peer.py");
     let out = std::process::Command::new("python3")
-        .arg(&peer)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["-m", "peers.lint"])
         .arg(&wh)
         .args(["--limit", "600", "--min", "300"])
         .output()

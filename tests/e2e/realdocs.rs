@@ -15,6 +15,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// `python3 -m peers.<module>` from the repository root, where the `peers` package is.
+fn peer(module: &str) -> Command {
+    let mut c = Command::new("python3");
+    c.current_dir(env!("CARGO_MANIFEST_DIR")).args(["-m", &format!("peers.{module}")]);
+    c
+}
+
 fn realdocs() -> PathBuf {
     Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("tests/realdocs")
 }
@@ -28,8 +35,13 @@ fn render(site: &str, out: &Path) {
         root.display()
     );
     let js = root.join(site).join("render.mjs");
-    let mut cmd = if js.exists() { Command::new("node") } else { Command::new("python3") };
-    cmd.arg(if js.exists() { js } else { root.join(site).join("render.py") });
+    let mut cmd = if js.exists() {
+        let mut c = Command::new("node");
+        c.arg(js);
+        c
+    } else {
+        peer(&format!("realdocs.render_{site}"))
+    };
     let r = cmd.arg("--out").arg(out).output().expect("node / python3 (scripts/deps.sh installs them)");
     assert!(r.status.success(), "render {site}: {}", String::from_utf8_lossy(&r.stderr));
 }
@@ -37,13 +49,7 @@ fn render(site: &str, out: &Path) {
 type Pair = (String, String, String, String, u64);
 
 fn reference(site_dir: &Path, profile: &str) -> Vec<Pair> {
-    let r = Command::new("python3")
-        .arg(realdocs().join("reference.py"))
-        .arg(site_dir)
-        .arg("--site")
-        .arg(profile)
-        .output()
-        .unwrap();
+    let r = peer("realdocs.reference").arg(site_dir).arg("--site").arg(profile).output().unwrap();
     assert!(r.status.success(), "reference.py: {}", String::from_utf8_lossy(&r.stderr));
     let v: Vec<Value> = serde_json::from_slice(&r.stdout).unwrap();
     v.iter()
@@ -180,7 +186,7 @@ fn tab_in_plain_scalar(p: &Pair) -> bool {
 }
 
 /// Issue 31: page extraction fuzzed against the BeautifulSoup reference. Generated and mutated
-/// pages in the four sites' markup (`tests/realdocs/fuzz_pages.py`, a fixed seed: headings, prose
+/// pages in the four sites' markup (`peers/realdocs/fuzz_pages.py`, a fixed seed: headings, prose
 /// with entities and comments, nested lists with code, tables, hidden blocks, chrome inside the
 /// article, YAML that is or is not a collection; dropped, doubled and stray end tags, upper-case
 /// names, CRLF), crawled with the built-in profiles over HTTP: each page's pairs equal the
@@ -203,8 +209,7 @@ fn extraction_fuzzed_against_the_reference_gives_the_same_pairs() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let site_dir = dir.path().join("site");
-        let r = Command::new("python3")
-            .arg(realdocs().join("fuzz_pages.py"))
+        let r = peer("realdocs.fuzz_pages")
             .arg(&site_dir)
             .args(["--site", profile, "--pages", &pages.to_string(), "--seed", &seed.to_string()])
             .output()
@@ -228,8 +233,7 @@ fn extraction_fuzzed_against_the_reference_gives_the_same_pairs() {
             .collect();
         let equal = all.len() - suspects.len();
         if !suspects.is_empty() {
-            let r = Command::new("python3")
-                .arg(realdocs().join("chromium_tree.py"))
+            let r = peer("realdocs.chromium_tree")
                 .arg(&site_dir)
                 .args(["--site", profile])
                 .args(&suspects)

@@ -1,5 +1,5 @@
 //! Issue 16: the warehouse on object storage. The llm4ci study mirrored to a real S3-compatible
-//! server (moto's, from PyPI, with its IAM signature checks on: `tests/peers/s3_server.py`), killed
+//! server (moto's, from PyPI, with its IAM signature checks on: `peers/s3_server.py`), killed
 //! mid-upload, finished by the next run, and read back from the bucket with Polars.
 
 use crate::common::*;
@@ -16,13 +16,13 @@ struct S3 {
 
 impl S3 {
     fn start() -> S3 {
-        let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("tests/peers/s3_server.py");
         let mut child = Command::new("python3")
-            .arg(script)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["-m", "peers.s3_server"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("python3 tests/peers/s3_server.py (moto[server] from scripts/deps.sh test)");
+            .expect("python3 -m peers.s3_server (moto[server] from scripts/deps.sh test)");
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let conf = serde_json::from_str(&line).unwrap_or_else(|_| panic!("s3_server.py said {line:?}"));

@@ -55,14 +55,17 @@ fn write_study(dir: &Path) -> PathBuf {
     p
 }
 
-fn python(script: &str, args: &[&str]) -> serde_json::Value {
-    let path = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("tests/py")
-        .join(script);
-    let out = Command::new("python3").arg(&path).args(args).output().expect("python3");
-    assert!(out.status.success(), "{script} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+/// The JSON a check of the `peers` package prints (`python3 -m peers.<module>`).
+fn python(module: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("python3")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["-m", &format!("peers.{module}")])
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "peers.{module} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{script}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+        .unwrap_or_else(|e| panic!("peers.{module}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// `page` (with its URL fragment) as headless Chromium renders it, after its scripts ran; fails on
@@ -148,7 +151,7 @@ fn stats_report_and_coding_on_a_real_slice() {
     let wh = dir.path().join("wh");
 
     // The stats table, read by DuckDB, agrees with scipy/statsmodels recomputed from the warehouse.
-    let check = python("stats_check.py", &[wh.to_str().unwrap()]);
+    let check = python("stats_check", &[wh.to_str().unwrap()]);
     assert!(check["rows"].as_u64().unwrap() > 50, "{check}");
     for (k, v) in check["compared"].as_object().unwrap() {
         assert!(v.as_u64().unwrap() > 0, "no {k} rows compared: {check}");
@@ -282,7 +285,7 @@ fn stats_report_and_coding_on_a_real_slice() {
         .join(".")
         .parse::<f64>()
         .unwrap();
-    let sk = python("kappa_check.py", &[&serde_json::to_string(&va).unwrap(), &serde_json::to_string(&vb).unwrap()]);
+    let sk = python("kappa_check", &[&serde_json::to_string(&va).unwrap(), &serde_json::to_string(&vb).unwrap()]);
     assert!((k3 - sk["kappa3"].as_f64().unwrap()).abs() < 5e-4, "ours {k3}, sklearn {}", sk["kappa3"]);
     assert!((kb - sk["kappa_binary"].as_f64().unwrap()).abs() < 5e-4, "ours {kb}, sklearn {}", sk["kappa_binary"]);
     assert!(

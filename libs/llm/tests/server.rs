@@ -1,5 +1,5 @@
 //! The `openai` backend against a real OpenAI-compatible server on loopback: llama.cpp's own C++ server
-//! (`tests/peers/llama_server.py`, the prebuilt `xllamacpp` wheel installed by scripts/deps.sh) serving the
+//! (`peers/llama_server.py`, the prebuilt `xllamacpp` wheel installed by scripts/deps.sh) serving the
 //! same SmolLM2 GGUF as the embedded model.
 //! Each test starts its own server on a free port and kills it when done.
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ fn listening_port(stdout: std::process::ChildStdout) -> u16 {
     panic!("the llama.cpp server exited before it listened:\n{}", seen.join("\n"));
 }
 
-/// A running llama.cpp server (`tests/peers/llama_server.py`); killed on drop.
+/// A running llama.cpp server (`peers/llama_server.py`); killed on drop.
 struct LlamaServer {
     child: Option<Child>,
     port: u16,
@@ -45,15 +45,16 @@ impl LlamaServer {
     /// `port` 0: the OS picks one at bind time and the launcher's start line says which (no
     /// bind-close-reuse race with the other tests); a given port is for restarting on the same one.
     fn start(port: u16) -> LlamaServer {
-        let launcher = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-            .join("../../tests/peers/llama_server.py");
+        let root =
+            PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
         let mut child = Command::new("python3")
-            .arg(launcher)
+            .current_dir(root)
+            .args(["-m", "peers.llama_server"])
             .args(["--port", &port.to_string(), "--threads", "1", "--alias", "smollm2", "--model"])
             .arg(gguf())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("python3 tests/peers/llama_server.py (run scripts/deps.sh: pip xllamacpp)");
+            .expect("python3 -m peers.llama_server (run scripts/deps.sh: pip xllamacpp)");
         let port = listening_port(child.stdout.take().unwrap());
         let s = LlamaServer { child: Some(child), port };
         s.wait_ready();

@@ -6,7 +6,7 @@
 //! A difference is allowed only when it is one of the crate's documented differences (see
 //! `DIFFERENCES` below and the crate's doc); any other fails with the document. More cases:
 //! `DOC2CI_FUZZ_CASES=200000 cargo test --release -p doc2ci-yaml --test fuzz_ruamel` (what
-//! `bench/fuzz.sh` runs). The peer is `tests/peers/validity_peer.py --canon`.
+//! `bench/fuzz.sh` runs). The peer is `peers/validity.py --canon`.
 
 use std::io::Write;
 use std::path::Path;
@@ -358,8 +358,7 @@ const DIFFERENCES: &[(&str, fn(&str) -> bool)] = &[
 ];
 
 fn peer(texts: &[String]) -> Option<Vec<String>> {
-    let script = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../tests/peers/validity_peer.py");
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().ok()?;
     let (inp, out) = (dir.path().join("in.jsonl"), dir.path().join("out.txt"));
     let mut f = std::fs::File::create(&inp).ok()?;
@@ -367,7 +366,13 @@ fn peer(texts: &[String]) -> Option<Vec<String>> {
         writeln!(f, "{}", serde_json::json!({ "text": t })).ok()?;
     }
     drop(f);
-    let run = Command::new("python3").arg(&script).arg("--canon").arg(&inp).arg(&out).output().ok()?;
+    let run = Command::new("python3")
+        .current_dir(root)
+        .args(["-m", "peers.validity", "--canon"])
+        .arg(&inp)
+        .arg(&out)
+        .output()
+        .ok()?;
     if !run.status.success() {
         if std::env::var_os("DOC2CI_REQUIRE_PEERS").is_some() {
             panic!("the peer failed: {}", String::from_utf8_lossy(&run.stderr));

@@ -347,7 +347,7 @@ impl Walker<'_> {
     }
 }
 
-/// The pairs and skipped code blocks of one page (issue 4 §3, `docsite/check.py`'s `extract`):
+/// The pairs and skipped code blocks of one page (issue 4 §3, `peers/docsite.py`'s `extract`):
 /// hidden elements and the profile's removal selectors are dropped; the content root is walked
 /// in document order with a stack of open headings (a heading closes those of the same or a
 /// deeper level); each prose block (`p`, `li`, `dt`, `dd` by default) contributes its own text

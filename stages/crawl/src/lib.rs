@@ -6,7 +6,7 @@
 //!
 //! The engine fetches pages (HTTP or a browser) and calls into this crate; everything here is a
 //! function of its arguments, so the golden test can run it over the bundled site's files.
-//! `docsite/check.py` is the Python reference of [`extract`]; the two must agree pair for pair.
+//! `peers/docsite.py` is the Python reference of [`extract`]; the two must agree pair for pair.
 
 mod builtin;
 mod extract;

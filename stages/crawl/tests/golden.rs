@@ -1,4 +1,4 @@
-//! The extractor against the bundled site's golden pairs (computed by `docsite/check.py`, the
+//! The extractor against the bundled site's golden pairs (computed by `peers/docsite.py`, the
 //! Python reference): a file-based crawl with the profiles of `docsite/PROFILES.md` must give
 //! exactly the golden `http` pairs, page by page and in order, and the same skipped blocks.
 

@@ -87,9 +87,10 @@ fn sem_exact_agrees_with_gawd_on_complete_workflows() {
     }
     let pairs: Vec<(String, String)> = pairs.into_iter().collect();
 
-    let script = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("tests/peers/gawd_peer.py");
+    let root = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..");
     let mut child = Command::new("python3")
-        .arg(&script)
+        .current_dir(root)
+        .args(["-m", "peers.gawd"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -49,7 +49,7 @@ fn run_peer(dir: &Path) -> Value {
         return serde_json::from_str(&text).expect("saved peer output is JSON");
     }
     let mut cmd = Command::new("python3");
-    cmd.current_dir(manifest_dir().join("tests/peers")).arg("metrics_peer.py").arg("--data").arg(dir);
+    cmd.current_dir(manifest_dir().join("../..")).args(["-m", "peers.metrics", "--data"]).arg(dir);
     if std::env::var_os("DOC2CI_PEER_ALL").is_some() {
         cmd.arg("--all");
     }
@@ -174,13 +174,13 @@ fn every_metric_agrees_with_its_peer_on_real_data() {
                         assert_eq!(
                             fp,
                             &fingerprint(pr.lj(), po.lj()),
-                            "{key}: committed ROUGE-L was computed on other texts; rerun tests/peers/rouge_ignite_peer.py"
+                            "{key}: committed ROUGE-L was computed on other texts; rerun `python3 -m peers.rouge_ignite`"
                         );
                         agree.get_mut(m).unwrap().check(m, key, v, *value);
                     }
                     None => assert!(
                         std::env::var_os("DOC2CI_PEER_ALL").is_some(),
-                        "{key}: no committed ROUGE-L value; rerun tests/peers/rouge_ignite_peer.py"
+                        "{key}: no committed ROUGE-L value; rerun `python3 -m peers.rouge_ignite`"
                     ),
                 }
             } else {

@@ -293,11 +293,12 @@ fn statistics_match_scipy_statsmodels_sklearn() {
     let inputs: Vec<&Value> = cases.iter().map(|c| &c.1).collect();
     std::fs::write(&input, serde_json::to_vec(&inputs).unwrap()).unwrap();
     let out = Command::new("python3")
-        .arg(manifest_dir().join("tests/peers/stats_peer.py"))
+        .current_dir(manifest_dir().join("../.."))
+        .args(["-m", "peers.stats"])
         .arg(&input)
         .output()
         .expect("python3 runs");
-    assert!(out.status.success(), "stats_peer.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "peers/stats.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let peer: Vec<Value> = serde_json::from_slice(&out.stdout).expect("peer prints JSON");
     assert_eq!(peer.len(), cases.len());
     let _ = std::fs::remove_dir_all(&dir);

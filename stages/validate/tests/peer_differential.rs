@@ -1,7 +1,7 @@
 //! Differential proof against the peer (check-jsonschema + ruamel.yaml) on the study's real
 //! data: the 7,908 generated GitHub Actions workflows and the 1,318 references.
 //!
-//! The peer's verdicts come from `tests/peers/validity_peer.py`, run here when python3 has
+//! The peer's verdicts come from `peers/validity.py`, run here when python3 has
 //! check-jsonschema and ruamel.yaml; otherwise from `peer_validity.tsv.gz`, its output
 //! committed beside this file. Every disagreement must be listed, with its reason, in
 //! `stages/validate/DISAGREEMENTS.md`, and every listed one must still occur.
@@ -88,8 +88,13 @@ fn run_peer(out: &Path) -> Option<String> {
     if !matches!(probe, Ok(ref o) if o.status.success()) {
         return None;
     }
-    let script = manifest_dir().join("../../tests/peers/validity_peer.py");
-    let status = Command::new("python3").arg(&script).arg(out).arg(data_dir()).status().expect("python3 runs");
+    let status = Command::new("python3")
+        .current_dir(manifest_dir().join("../.."))
+        .args(["-m", "peers.validity"])
+        .arg(out)
+        .arg(data_dir())
+        .status()
+        .expect("python3 runs");
     assert!(status.success(), "the peer script failed");
     Some(fs::read_to_string(out).unwrap())
 }
@@ -146,7 +151,7 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     let tmp = std::env::temp_dir().join(format!("doc2ci-validity-peer-{}.tsv", std::process::id()));
     let start = Instant::now();
     let (peer_tsv, from) = match run_peer(&tmp) {
-        Some(t) => (t, "ran tests/peers/validity_peer.py"),
+        Some(t) => (t, "ran peers/validity.py"),
         None => {
             assert!(
                 std::env::var_os("DOC2CI_REQUIRE_PEERS").is_none(),

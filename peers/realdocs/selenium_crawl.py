@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The peer of doc2ci's webdriver crawl: a Selenium crawler in Python like the Doc2CI study's.
 
-    python3 bench/selenium_crawl.py ORIGIN --site github-docs > pairs.json
+    python3 -m peers.realdocs.selenium_crawl ORIGIN --site github-docs > pairs.json
 
 Same Chromium and chromedriver, same flags as doc2ci's browser, same pages: it starts from the site's
 start pages and follows every link inside the site's CI section (query strings and fragments dropped;
 with --pages, every link to one of the given pages), one page at a time, reading each page's DOM after load (`driver.page_source`) and extracting its pairs
-with tests/realdocs/reference.py (BeautifulSoup), the extraction doc2ci is compared with. Prints the
+with peers/realdocs/reference.py (BeautifulSoup), the extraction doc2ci is compared with. Prints the
 pairs as JSON and, on stderr, `selenium: N pages in S s`.
 """
 from __future__ import annotations
@@ -22,8 +22,7 @@ from bs4 import BeautifulSoup
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "realdocs"))
-import reference  # noqa: E402
+from peers.realdocs import reference
 
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

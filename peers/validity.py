@@ -39,6 +39,8 @@ import multiprocessing
 import os
 import sys
 
+from peers import LLM4CI
+
 MODELS = ["codegemma-7b", "codellama-7b", "gemma3-12b", "gpt-4.1", "gpt-4o", "llama3.1-8b"]
 
 BUILTIN = {
@@ -175,8 +177,7 @@ def main():
         canon_dumps(sys.argv[2], sys.argv[3])
         return
     out = sys.argv[1]
-    here = os.path.dirname(os.path.abspath(__file__))
-    data_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "..", "..", "..", "shared", "data", "llm4ci")
+    data_dir = sys.argv[2] if len(sys.argv) > 2 else str(LLM4CI)
     items = list(rows(data_dir))
     with multiprocessing.Pool(os.cpu_count() or 1, initializer=_init) as pool:
         lines = pool.map(check, items, chunksize=64)

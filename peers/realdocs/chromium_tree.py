@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reference extraction on Chromium's tree of a page, for the extraction fuzz (issue 31).
 
-    python3 tests/realdocs/chromium_tree.py SITE_DIR --site github-docs PATH...
+    python3 -m peers.realdocs.chromium_tree SITE_DIR --site github-docs PATH...
 
 html5lib (the reference's parser) and html5ever (doc2ci's) both implement the HTML standard's tree
 construction, but html5lib deviates on some broken markup (it does not reconstruct an unclosed
@@ -23,8 +23,7 @@ from bs4 import BeautifulSoup
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference import SITES, extract, page_file  # noqa: E402
+from peers.realdocs.reference import SITES, extract, page_file
 
 
 def main() -> None:

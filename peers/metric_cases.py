@@ -6,6 +6,8 @@ import csv
 import gzip
 import os
 
+from peers import LLM4CI
+
 csv.field_size_limit(1 << 30)
 
 MODELS = ["codegemma-7b", "codellama-7b", "gemma3-12b", "gpt-4.1", "gpt-4o", "llama3.1-8b"]
@@ -14,8 +16,7 @@ STRIDE = 13
 
 
 def default_data_dir():
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "..", "..", "..", "shared", "data", "llm4ci"))
+    return str(LLM4CI)
 
 
 def read_csv_gz(path):

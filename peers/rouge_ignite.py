@@ -14,8 +14,9 @@ import os
 
 from ignite.metrics import RougeL
 
-import cases
-from metrics_peer import lj
+from peers import metric_cases as cases
+from peers.metrics import lj
+from peers import ROOT
 
 
 def fingerprint(text):
@@ -38,7 +39,7 @@ def main():
             m.update(([lo.split()], [[lr.split()]]))
             value = float(m.compute()["Rouge-L-F"])
         rows.append({"key": key, "lj": fingerprint(lr + "\0" + lo), "rouge_l": value})
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "rouge_l_ignite.json")
+    path = os.path.join(ROOT, "stages", "score", "tests", "data", "rouge_l_ignite.json")
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"peer": "pytorch-ignite RougeL(multiref=\'best\', alpha=0.5), Rouge-L-F",\n"rows": [\n')
         f.write(",\n".join(json.dumps(r, ensure_ascii=False) for r in rows))

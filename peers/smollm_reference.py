@@ -1,6 +1,6 @@
 """Reference token ids and greedy tokens from llama.cpp (its own server, the `xllamacpp` peer) for SmolLM2-135M-Instruct.
 
-Run: python3 libs/smollm/tests/data/make_reference.py [gguf] > libs/smollm/tests/data/llamacpp_reference.json
+Run: python3 -m peers.smollm_reference [gguf] > libs/smollm/tests/data/llamacpp_reference.json
 (the peer is installed by scripts/deps.sh; it was first made with llama-cpp-python 0.3.36 in-process, and
 llama.cpp's server gives the same ids and greedy tokens). The GGUF defaults to
 $DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
@@ -8,8 +8,7 @@ $DOC2CI_ASSETS (or ~/.cache/doc2ci/assets)/models/smollm2-135m-instruct/SmolLM2-
 import json, os, sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests" / "peers"))
-import llama_server  # noqa: E402  (the repository's launcher of llama.cpp's server)
+from peers import llama_server  # the repository's launcher of llama.cpp's server
 import xllamacpp as xlc  # noqa: E402
 
 assets = os.environ.get("DOC2CI_ASSETS") or os.path.expanduser("~/.cache/doc2ci/assets")

@@ -27,7 +27,7 @@ from sacrebleu.metrics import BLEU, CHRF
 import sacrebleu
 import zss
 
-import cases
+from peers import metric_cases as cases
 
 _COMMENT = re.compile(r'(?<!["\'])#.*')
 

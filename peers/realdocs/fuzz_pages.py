@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generated and mutated documentation pages, for the extraction fuzz (issue 31).
 
-    python3 tests/realdocs/fuzz_pages.py OUT_DIR --site github-docs --pages 200 --seed 1
+    python3 -m peers.realdocs.fuzz_pages OUT_DIR --site github-docs --pages 200 --seed 1
 
 Writes a site in the markup of one of the four documentation sites (the root, code blocks and chrome
 the site's renderer emits, as in this folder's renderers) whose pages are random compositions of what

@@ -6,12 +6,12 @@ The server is llama.cpp's C++ `llama-server` code as shipped prebuilt (no native
 `xllamacpp` wheel that scripts/deps.sh installs: nothing is compiled on the machine, where building
 llama.cpp from source took most of a cold CI run.
 
-    python3 tests/peers/llama_server.py --model X.gguf [--port 0] [--threads 1] [--parallel 1] [--alias NAME]
+    python3 -m peers.llama_server --model X.gguf [--port 0] [--threads 1] [--parallel 1] [--alias NAME]
 
 Prints `listening on http://127.0.0.1:PORT` on stdout once it serves (port 0: the OS picks a free one at
 bind time, so parallel tests never race for it), then serves until it is killed; it also dies with its
 parent, so a test killed with SIGKILL leaves no server behind. `start` and `post` serve the scripts that
-use the server in-process (libs/smollm/tests/data/make_reference.py, bench/smollm.sh).
+use the server in-process (peers/smollm_reference.py, bench/smollm.sh).
 """
 import argparse
 import ctypes

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference extractor for the rendered copies of the real documentation sites (BeautifulSoup).
 
-    python3 tests/realdocs/reference.py SITE_DIR --site github-docs > expected.json
+    python3 -m peers.realdocs.reference SITE_DIR --site github-docs > expected.json
 
 An implementation independent of doc2ci's (html5lib's tree and soupsieve's selectors, not html5ever
 and scraper): it crawls the rendered folder the way a visitor of the site would (the start pages, then
@@ -30,10 +30,8 @@ from urllib.parse import urljoin, urlsplit
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docsite"))
-from check import collapse, normalize_reference as trim_lines  # noqa: E402  (the docsite's reference: same rule)
-from fences import collection as loads_as_collection  # noqa: E402  (the renderers' oracle: same YAML check)
+from peers.docsite import collapse, normalize_reference as trim_lines  # the docsite's reference: same rule
+from peers.realdocs.fences import collection as loads_as_collection  # the renderers' oracle: same YAML check
 
 # What each site's renderer produces, in this extractor's own words (not doc2ci's profile).
 SITES = {
