@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -250,6 +250,44 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Every regular file the loopback server would serve from `dir`, so an edit of the site re-crawls
+/// it: hidden entries are skipped (the server refuses them), a symbolic link is followed only while
+/// it stays inside the folder (one leading out is an error naming it; a linked folder is walked once,
+/// so links in a circle end), and FIFOs or devices are never read.
+pub fn served_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let root = dir.canonicalize().with_context(|| format!("cannot serve {}", dir.display()))?;
+    let mut seen = std::collections::HashSet::from([root.clone()]);
+    let (mut out, mut todo) = (Vec::new(), vec![root.clone()]);
+    while let Some(d) = todo.pop() {
+        let entries = std::fs::read_dir(&d).with_context(|| format!("cannot list {}", d.display()))?;
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let p = e.path();
+            let Ok(real) = p.canonicalize() else { continue }; // a dangling link serves nothing
+            if !real.starts_with(&root) {
+                bail!(
+                    "served folder {}: {} links outside the folder (to {}); doc2ci serves only what is inside it",
+                    dir.display(),
+                    p.display(),
+                    real.display()
+                );
+            }
+            let Ok(meta) = std::fs::metadata(&real) else { continue };
+            if meta.is_dir() {
+                if seen.insert(real) {
+                    todo.push(p);
+                }
+            } else if meta.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::resolve;
@@ -272,5 +310,35 @@ mod tests {
         assert_eq!(resolve(&root, "/creds.html"), None);
         assert_eq!(resolve(&root, "/zero.html"), None);
         assert_eq!(resolve(&root, "/%2e%2e/credentials"), None);
+    }
+
+    /// Issue 31: a served third-party folder's symbolic links never lead the crawl out of it.
+    #[test]
+    fn served_files_stay_inside_the_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("site");
+        std::fs::create_dir_all(site.join("docs")).unwrap();
+        std::fs::write(site.join("index.html"), "<p>hi</p>").unwrap();
+        std::fs::write(site.join("docs/a.html"), "<p>a</p>").unwrap();
+        // Links in a circle, and a link to a folder inside: each folder walked once.
+        std::os::unix::fs::symlink(&site, site.join("docs/loop")).unwrap();
+        std::os::unix::fs::symlink(site.join("docs"), site.join("also-docs")).unwrap();
+        // A FIFO (it would block any reader) is not a served file.
+        let fifo = site.join("pipe.html");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let files = super::served_files(&site).unwrap();
+        let names: Vec<String> =
+            files.iter().map(|p| p.strip_prefix(&site).unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&"index.html".to_string()), "{names:?}");
+        // A link out of the folder (a checkout's link to a credentials file, to /dev/zero) is refused, named.
+        let secret = tmp.path().join("credentials");
+        std::fs::write(&secret, "aws_secret_access_key = x").unwrap();
+        std::os::unix::fs::symlink(&secret, site.join("docs/creds.html")).unwrap();
+        let e = super::served_files(&site).unwrap_err().to_string();
+        assert!(e.contains("creds.html") && e.contains("links outside the folder"), "{e}");
+        std::fs::remove_file(site.join("docs/creds.html")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", site.join("zero.html")).unwrap();
+        assert!(super::served_files(&site).unwrap_err().to_string().contains("zero.html"));
     }
 }

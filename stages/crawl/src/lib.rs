@@ -1,5 +1,6 @@
 //! Crawl logic with no I/O: site profiles, URL scope and normalisation, robots.txt, page
-//! decoding, link discovery, and the study's section → pair extraction.
+//! decoding, link discovery, the study's section → pair extraction, and the rows a crawl's
+//! pages become (`rows`: the canonical choice, pairs and code blocks, the re-crawl window).
 //!
 //! Owns: what a profile selects and how a page becomes pairs. Never touches the network, a
 //! browser or the warehouse.
@@ -11,6 +12,7 @@
 mod builtin;
 mod extract;
 mod robots;
+pub mod rows;
 mod urls;
 
 pub use builtin::{builtin, with_overrides, BUILTIN};
