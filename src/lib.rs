@@ -18,6 +18,7 @@ pub mod linters;
 pub mod release;
 pub mod remote;
 pub mod resources;
+pub mod scratch;
 pub mod sql;
 pub mod tables;
 pub mod ui;

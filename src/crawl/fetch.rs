@@ -437,12 +437,12 @@ pub fn reap_orphans(dir: &Path) -> usize {
 
 const TMP_PREFIX: &str = "doc2ci-browser-";
 
-/// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX` (the lint
-/// sandbox's mkdtemp: an unpredictable name, 0700). Short on purpose: Chromium puts its sockets
+/// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX`
+/// (`scratch::mkdtemp`: an unpredictable name, 0700). Short on purpose: Chromium puts its sockets
 /// in it, and a socket path may not exceed 107 bytes (a folder inside the warehouse was too deep,
 /// and Chromium did not start).
 fn browser_tmp() -> Result<PathBuf> {
-    crate::linters::sandbox::mkdtemp(&format!("{TMP_PREFIX}{}", std::process::id()))
+    crate::scratch::mkdtemp(&format!("{TMP_PREFIX}{}", std::process::id()))
 }
 
 fn kill_orphans(dir: &Path) -> usize {
