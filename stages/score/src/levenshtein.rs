@@ -94,12 +94,7 @@ mod tests {
     fn blockwise_matches_dynamic_programming() {
         let alphabet: Vec<char> = "ab€c😀 \n".chars().collect();
         let mut seed = 0x2545f4914f6cdd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = |m: u64| crate::xorshift::below(&mut seed, m);
         for round in 0..300 {
             let k = 1 + next(alphabet.len() as u64) as usize;
             let la = next(300) as usize + (round % 4) * 64;

@@ -21,6 +21,8 @@ pub mod metrics;
 mod ngrams;
 mod rouge;
 mod text;
+#[cfg(test)]
+mod xorshift;
 mod zss;
 
 pub use batch::{score_all, Embedded, ScoreError};

@@ -71,12 +71,7 @@ mod tests {
     #[test]
     fn bit_parallel_lcs_matches_dynamic_programming() {
         let mut seed = 0x9e3779b97f4a7c15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = |m: u64| crate::xorshift::below(&mut seed, m);
         for round in 0..300 {
             let alpha = 1 + next(6) as u32;
             let la = next(200) as usize + (round % 3) * 64;
