@@ -419,16 +419,6 @@ impl Embedded {
         temperature: f32,
         seed: Option<u64>,
     ) -> Result<(Vec<u32>, Reply)> {
-        self.generate_here(messages, max_tokens, temperature, seed)
-    }
-
-    fn generate_here(
-        &self,
-        messages: &[Message],
-        max_tokens: u32,
-        temperature: f32,
-        seed: Option<u64>,
-    ) -> Result<(Vec<u32>, Reply)> {
         let mut seq = cores::on_free(|| self.start(messages, max_tokens, temperature, seed))?;
         while seq.finish.is_none() {
             let logits = cores::on_free(|| self.model.forward(&[seq.next], &mut seq.cache))?;
