@@ -17,6 +17,30 @@ use serde_json::Value;
 use crate::tables::TABLES;
 use crate::warehouse::Warehouse;
 
+/// Table I's columns up to schema validity, which both definitions of `model_summary` share
+/// (the one with lint steps adds its columns after these).
+macro_rules! table_one_validity {
+    () => {
+        "SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
+         100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
+         100.0 * AVG(CASE WHEN s.sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
+         AVG(s.sem_recall) AS mean_sem_recall, \
+         100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
+         100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, "
+    };
+}
+
+/// Table I's similarity columns and the scores–validations join, shared likewise.
+macro_rules! table_one_similarity {
+    () => {
+        "AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
+         AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
+         FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
+         AND s.sample = v.sample AND s.round = v.round "
+    };
+}
+
 /// Views every study wants; defined in SQL so users can read and copy them.
 pub const VIEWS: &[(&str, &str)] = &[
     (
@@ -56,40 +80,27 @@ pub const VIEWS: &[(&str, &str)] = &[
     // next definition (the same without them) stands.
     (
         "model_summary",
-        "WITH l AS (SELECT service, model, pair_id, sample, \
-         MIN(CASE WHEN kind = 'validator' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS lint_ok, \
-         MIN(CASE WHEN kind = 'validator' THEN CASE WHEN as_is_ok THEN 1 WHEN NOT as_is_ok THEN 0 END END) AS lint_as_is_ok, \
-         MIN(CASE WHEN kind = 'audit' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS audit_ok \
-         FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample) \
-         SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
-         100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
-         100.0 * AVG(CASE WHEN s.sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
-         100.0 * AVG(CASE WHEN s.sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
-         AVG(s.sem_recall) AS mean_sem_recall, \
-         100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
-         100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
-         100.0 * AVG(l.lint_as_is_ok) AS lint_as_is_pct, 100.0 * AVG(l.lint_ok) AS lint_pct, \
-         100.0 * AVG(l.audit_ok) AS audit_pct, \
-         AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
-         AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
-         FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
-         AND s.sample = v.sample AND s.round = v.round \
-         LEFT JOIN l ON s.pair_id = l.pair_id AND s.service = l.service AND s.model = l.model AND s.sample = l.sample \
-         WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+        concat!(
+            "WITH l AS (SELECT service, model, pair_id, sample, \
+             MIN(CASE WHEN kind = 'validator' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS lint_ok, \
+             MIN(CASE WHEN kind = 'validator' THEN CASE WHEN as_is_ok THEN 1 WHEN NOT as_is_ok THEN 0 END END) AS lint_as_is_ok, \
+             MIN(CASE WHEN kind = 'audit' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS audit_ok \
+             FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample) ",
+            table_one_validity!(),
+            "100.0 * AVG(l.lint_as_is_ok) AS lint_as_is_pct, 100.0 * AVG(l.lint_ok) AS lint_pct, \
+             100.0 * AVG(l.audit_ok) AS audit_pct, ",
+            table_one_similarity!(),
+            "LEFT JOIN l ON s.pair_id = l.pair_id AND s.service = l.service AND s.model = l.model AND s.sample = l.sample \
+             WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC"
+        ),
     ),
     (
         "model_summary",
-        "SELECT s.service, s.model, COUNT(*) AS n, AVG(s.cosine) AS mean_cosine, \
-         100.0 * AVG(CASE WHEN s.exact THEN 1.0 ELSE 0.0 END) AS exact_pct, \
-         100.0 * AVG(CASE WHEN s.sem_exact THEN 1.0 ELSE 0.0 END) AS sem_exact_pct, \
-         100.0 * AVG(CASE WHEN s.sem_contains THEN 1.0 ELSE 0.0 END) AS sem_contains_pct, \
-         AVG(s.sem_recall) AS mean_sem_recall, \
-         100.0 * AVG(CASE WHEN v.parse_ok THEN 1.0 ELSE 0.0 END) AS parse_pct, \
-         100.0 * AVG(CASE WHEN v.schema_ok THEN 1.0 ELSE 0.0 END) AS schema_pct, \
-         AVG(s.bleu) AS mean_bleu, AVG(s.rouge_l) AS mean_rouge_l, AVG(s.chrf) AS mean_chrf, \
-         AVG(s.tree_edit) AS mean_tree_edit, AVG(s.levenshtein) AS mean_levenshtein \
-         FROM scores s JOIN validations v ON s.pair_id = v.pair_id AND s.service = v.service AND s.model = v.model \
-         AND s.sample = v.sample AND s.round = v.round WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC",
+        concat!(
+            table_one_validity!(),
+            table_one_similarity!(),
+            "WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC"
+        ),
     ),
     // How often each notion of "the same configuration" holds, per service and model: stripped
     // lines (exact), trees (tree_exact), the service's canonical form (sem_exact), and the
