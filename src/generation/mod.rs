@@ -59,6 +59,8 @@ fn to_messages(m: &[Msg]) -> Vec<Message> {
     m.iter().map(|m| Message { role: m.role.clone(), content: m.content.clone() }).collect()
 }
 
+/// The prompt variant a model's settings ask for (few-shot, retrieval); the zero-shot default for
+/// a model with none (an import).
 pub fn prompt_options(g: Option<&GenSettings>) -> PromptOptions {
     match g {
         Some(g) => PromptOptions {
