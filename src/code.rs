@@ -25,52 +25,66 @@ pub fn covered_by(file: &str) -> &'static [&'static str] {
     unit(file).2
 }
 
+/// The first three segments of every path a Rust file writes (`use` trees included), read by a
+/// real parser: an independent check of `build.rs`'s scan, and the import graph of the `layout`
+/// tests (comments and strings are not paths, grouped imports are).
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Paths(pub std::collections::BTreeSet<(String, String, String)>);
+
+#[cfg(test)]
+impl Paths {
+    /// The paths of one source file.
+    pub fn of(text: &str) -> Paths {
+        use syn::visit::Visit;
+        let mut p = Paths::default();
+        p.visit_file(&syn::parse_file(text).expect("a Rust file syn parses"));
+        p
+    }
+
+    fn add(&mut self, segs: &[&str]) {
+        let seg = |i: usize| segs.get(i).map_or(String::new(), |s| s.to_string());
+        if !segs.is_empty() {
+            self.0.insert((seg(0), seg(1), seg(2)));
+        }
+    }
+}
+
+#[cfg(test)]
+impl<'a> syn::visit::Visit<'a> for Paths {
+    fn visit_path(&mut self, p: &'a syn::Path) {
+        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.add(&segs.iter().map(String::as_str).collect::<Vec<_>>());
+        syn::visit::visit_path(self, p);
+    }
+    fn visit_item_use(&mut self, u: &'a syn::ItemUse) {
+        fn walk(t: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Paths) {
+            match t {
+                syn::UseTree::Path(p) => {
+                    prefix.push(p.ident.to_string());
+                    walk(&p.tree, prefix, out);
+                    prefix.pop();
+                }
+                syn::UseTree::Group(g) => g.items.iter().for_each(|i| walk(i, prefix, out)),
+                syn::UseTree::Name(n) => emit(prefix, &n.ident.to_string(), out),
+                syn::UseTree::Rename(r) => emit(prefix, &r.ident.to_string(), out),
+                syn::UseTree::Glob(_) => emit(prefix, "", out),
+            }
+        }
+        fn emit(prefix: &[String], last: &str, out: &mut Paths) {
+            let all: Vec<&str> = prefix.iter().map(String::as_str).chain([last]).filter(|s| !s.is_empty()).collect();
+            out.add(&all);
+        }
+        walk(&u.tree, &mut vec![], self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
     use std::path::PathBuf;
 
-    use syn::visit::Visit;
-
     use super::*;
-
-    /// The first segments of every path a Rust file writes (`use` trees included), read by a real
-    /// parser: an independent check of `build.rs`'s scan.
-    #[derive(Default)]
-    struct Paths(BTreeSet<(String, String)>);
-
-    impl<'a> Visit<'a> for Paths {
-        fn visit_path(&mut self, p: &'a syn::Path) {
-            let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-            if let Some(first) = segs.first() {
-                self.0.insert((first.clone(), segs.get(1).cloned().unwrap_or_default()));
-            }
-            syn::visit::visit_path(self, p);
-        }
-        fn visit_item_use(&mut self, u: &'a syn::ItemUse) {
-            fn walk(t: &syn::UseTree, prefix: &mut Vec<String>, out: &mut BTreeSet<(String, String)>) {
-                match t {
-                    syn::UseTree::Path(p) => {
-                        prefix.push(p.ident.to_string());
-                        walk(&p.tree, prefix, out);
-                        prefix.pop();
-                    }
-                    syn::UseTree::Group(g) => g.items.iter().for_each(|i| walk(i, prefix, out)),
-                    syn::UseTree::Name(n) => emit(prefix, &n.ident.to_string(), out),
-                    syn::UseTree::Rename(r) => emit(prefix, &r.ident.to_string(), out),
-                    syn::UseTree::Glob(_) => emit(prefix, "", out),
-                }
-            }
-            fn emit(prefix: &[String], last: &str, out: &mut BTreeSet<(String, String)>) {
-                let all: Vec<&str> =
-                    prefix.iter().map(String::as_str).chain([last]).filter(|s| !s.is_empty()).collect();
-                if let Some(first) = all.first() {
-                    out.insert((first.to_string(), all.get(1).map_or(String::new(), |s| s.to_string())));
-                }
-            }
-            walk(&u.tree, &mut vec![], &mut self.0);
-        }
-    }
 
     /// Where the tests run from (cargo sets it at run time; a build cached from another checkout
     /// must not read that checkout's files).
@@ -108,11 +122,9 @@ mod tests {
         for path in jobs {
             let rel = format!("src/jobs/{}", path.file_name().unwrap().to_string_lossy());
             let covered: BTreeSet<&str> = covered_by(&rel).iter().copied().collect();
-            let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            let mut paths = Paths::default();
-            paths.visit_file(&file);
+            let paths = Paths::of(&std::fs::read_to_string(&path).unwrap());
             let mut want = BTreeSet::new();
-            for (first, second) in &paths.0 {
+            for (first, second, _) in &paths.0 {
                 match first.as_str() {
                     "crate" if second == "jobs" => continue,
                     "crate" if modules.contains(second.as_str()) => want.insert(second.clone()),

@@ -30,8 +30,8 @@ mod layout {
     use std::path::Path;
 
     /// Every file of `src/` as a node (`engine` for `engine/mod.rs` or `engine.rs`, `jobs/generate` for
-    /// `jobs/generate.rs`) → the nodes it names as `crate::a[::b]` or `super::b`: the file `a/b.rs`
-    /// when there is one, else the module `a` (its `mod.rs`).
+    /// `jobs/generate.rs`) → the nodes it names as `crate::a[::b]` or `super::b` (paths as syn reads
+    /// them, grouped imports included): the file `a/b.rs` when there is one, else the module `a`.
     fn uses() -> BTreeMap<String, BTreeSet<String>> {
         let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src");
         let mut files = Vec::new();
@@ -43,6 +43,7 @@ mod layout {
                 files.push(p);
             }
         }
+        files.retain(|p| p.extension().is_some_and(|x| x == "rs"));
         let node = |p: &Path| -> Option<String> {
             let rel = p.strip_prefix(&src).ok()?.with_extension("");
             let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
@@ -53,41 +54,23 @@ mod layout {
                 _ => None,
             }
         };
-        let nodes: BTreeSet<String> =
-            files.iter().filter(|p| p.extension().is_some_and(|x| x == "rs")).filter_map(|p| node(p)).collect();
-        let ident = |s: &str| -> String {
-            s.chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect()
-        };
+        let nodes: BTreeSet<String> = files.iter().filter_map(|p| node(p)).collect();
         let mut out = BTreeMap::new();
         for p in &files {
-            let Some(me) = node(p).filter(|n| nodes.contains(n)) else { continue };
-            let text = std::fs::read_to_string(p).unwrap();
-            let is_mod = p.file_stem().is_some_and(|s| s == "mod") || !me.contains('/');
+            let Some(me) = node(p) else { continue };
             // `dir/sub` when that file exists, else the module `dir`; never the file itself.
-            let resolve = |dir: &str, rest: &str| -> Option<String> {
-                let sub = ident(rest);
+            let resolve = |dir: &str, sub: &str| -> Option<String> {
                 [format!("{dir}/{sub}"), dir.to_string()].into_iter().find(|n| nodes.contains(n)).filter(|t| *t != me)
             };
             let mut deps = BTreeSet::new();
-            for (i, _) in text.match_indices("crate::") {
-                let rest = &text[i + 7..];
-                let top = ident(rest);
-                deps.extend(resolve(&top, rest[top.len()..].strip_prefix("::").unwrap_or("")));
-            }
-            for (i, _) in text.match_indices("super::") {
-                if i > 0 && text[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
-                    continue;
-                }
-                let rest = &text[i + 7..];
-                match me.split_once('/') {
+            for (first, second, third) in crate::code::Paths::of(&std::fs::read_to_string(p).unwrap()).0 {
+                match (first.as_str(), me.split_once('/')) {
+                    ("crate", _) => deps.extend(resolve(&second, &third)),
                     // `super::` of `jobs/generate` is `jobs`: `super::x` is the sibling `jobs/x`.
-                    Some((dir, _)) => deps.extend(resolve(dir, rest)),
+                    ("super", Some((dir, _))) => deps.extend(resolve(dir, &second)),
                     // `super::` of a top-level module is the crate root.
-                    None if is_mod => {
-                        let top = ident(rest);
-                        deps.extend(resolve(&top, rest[top.len()..].strip_prefix("::").unwrap_or("")));
-                    }
-                    None => {}
+                    ("super", None) => deps.extend(resolve(&second, &third)),
+                    _ => {}
                 }
             }
             out.insert(me, deps);
@@ -150,6 +133,8 @@ mod layout {
         assert!(uses["generation/batch"].contains("generation"), "{:?}", uses["generation/batch"]);
         assert!(uses["jobs/repair"].contains("jobs/validate"), "{:?}", uses["jobs/repair"]);
         assert!(uses["engine/run"].contains("engine/plan"), "{:?}", uses["engine/run"]);
+        // A grouped import: `use super::{install, sandbox, Limits, Tool};`.
+        assert!(uses["linters/gitlab_ci_local"].contains("linters/sandbox"), "{:?}", uses["linters/gitlab_ci_local"]);
         let mut toy = BTreeMap::new();
         toy.insert("a/x".to_string(), BTreeSet::from(["a/y".to_string()]));
         toy.insert("a/y".to_string(), BTreeSet::from(["a/x".to_string()]));
