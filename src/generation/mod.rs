@@ -113,17 +113,6 @@ pub fn to_row(
         sample: item.sample,
         round,
     };
-    answer_row(key, r, who, (g.price_per_1k_input, g.price_per_1k_output))
-}
-
-/// As [`to_row`], for answers that come from a file (`format = "openai-batch"`): `prices` per
-/// 1k input and output tokens, if known. A failure is worded here, where its kind is known.
-pub fn answer_row(
-    key: RowKey,
-    r: std::result::Result<Reply, LlmError>,
-    who: &str,
-    prices: (Option<f64>, Option<f64>),
-) -> Generation {
     let answer = r
         .map(|reply| Answer {
             text: reply.text,
@@ -133,16 +122,19 @@ pub fn answer_row(
             finish_reason: reply.finish_reason,
             attempts: reply.attempts,
         })
-        .map_err(|e| {
-            let kind = match &e {
-                LlmError::Http(_) => "http error",
-                LlmError::Retryable(_) => "gave up after retries",
-                LlmError::BadResponse(_) => "bad response",
-                LlmError::Other(_) => "failed",
-            };
-            format!("{who}: {kind}: {e}")
-        });
-    doc2ci_generate::answer_row(key, answer, prices)
+        .map_err(|e| failure(who, &e));
+    doc2ci_generate::answer_row(key, answer, (g.price_per_1k_input, g.price_per_1k_output))
+}
+
+/// A backend's failure as a row's `error`: who failed, and how.
+pub fn failure(who: &str, e: &LlmError) -> String {
+    let kind = match e {
+        LlmError::Http(_) => "http error",
+        LlmError::Retryable(_) => "gave up after retries",
+        LlmError::BadResponse(_) => "bad response",
+        LlmError::Other(_) => "failed",
+    };
+    format!("{who}: {kind}: {e}")
 }
 
 /// Sends `items` with up to `batch` requests in flight and checkpoints every answer as soon as it

@@ -153,17 +153,16 @@ impl ImportOutputs {
                 if let Some(first) = seen.insert((pair.to_string(), sample, round), n) {
                     return Err(format!("custom_id {id:?} repeats line {first}"));
                 }
-                let reply = r.map(|(text, finish_reason, prompt_tokens, completion_tokens)| doc2ci_llm::Reply {
-                    text,
-                    prompt_tokens,
-                    completion_tokens,
-                    latency_ms: 0.0,
-                    finish_reason,
-                    endpoint: name.clone(),
-                    attempts: 1,
-
-                    billed_retries: 0,
-                });
+                let answer = r
+                    .map(|(text, finish_reason, prompt_tokens, completion_tokens)| doc2ci_generate::Answer {
+                        text,
+                        prompt_tokens,
+                        completion_tokens,
+                        finish_reason,
+                        attempts: 1,
+                        ..Default::default()
+                    })
+                    .map_err(|e| crate::generation::failure(&who, &e));
                 let key = doc2ci_rows::RowKey {
                     pair_id: pair.to_string(),
                     service: m.service.clone(),
@@ -171,7 +170,7 @@ impl ImportOutputs {
                     sample,
                     round,
                 };
-                let mut g = crate::generation::answer_row(key, reply, &who, (None, None));
+                let mut g = doc2ci_generate::answer_row(key, answer, (None, None));
                 // The file does not say how long anything took.
                 g.latency_ms = None;
                 Ok(g)
