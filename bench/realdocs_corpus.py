@@ -35,9 +35,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.realdocs import REALDOCS, ROOT, crawl  # the same crawl of a served folder
+import peers
 from peers.realdocs import fences
 
-LLM4CI = Path(__file__).resolve().parents[2] / "shared" / "data" / "llm4ci" / "GitHubActions_Docs.csv.gz"
+LLM4CI = peers.LLM4CI / "GitHubActions_Docs.csv.gz"
 CHROME = ["Copy", "In this article", "Help and support", "Help & feedback", "Did you find what you needed",
           "Take our survey", "Edit this page", "Was this page helpful"]
 

@@ -43,13 +43,14 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from peers import LLM4CI
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 MODELS = ["gpt-4o", "gpt-4.1", "llama3.1-8b", "codellama-7b", "gemma3-12b", "codegemma-7b"]
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "llm4ci"
+DEFAULT_DATA = LLM4CI
 
 _COMMENT = re.compile(r"(?<![\"'])#.*")
 
