@@ -195,7 +195,7 @@ fn next_steps(cfg: &Config, config: &std::path::Path) -> String {
 fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
     match cmd {
         Cmd::Run { config, only, no_request_cache } => {
-            let mut cfg = Config::load(&config)?;
+            let mut cfg = crate::jobs::load(&config)?;
             if no_request_cache {
                 cfg.request_cache = None;
             }
@@ -219,7 +219,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             Ok(())
         }
         Cmd::Push { config, adopt } => {
-            let cfg = Config::load(&config)?;
+            let cfg = crate::jobs::load(&config)?;
             let Some(url) = &cfg.remote else { bail!("{}: no [study] remote to push to", config.display()) };
             let wh = open_warehouse(&config)?;
             let _lock = crate::engine::Lock::take(&wh)?;
@@ -236,7 +236,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             sql::write(&batches, format, &mut stdout.lock())
         }
         Cmd::Export { table, config, format, out, folds } if table == "finetune" => {
-            let cfg = Config::load(&config)?;
+            let cfg = crate::jobs::load(&config)?;
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
             let _ = format;
@@ -244,14 +244,18 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             Ok(())
         }
         Cmd::Export { table, config, out, .. } if table == "benchmark" => {
-            let cfg = Config::load(&config)?;
+            let cfg = crate::jobs::load(&config)?;
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
-            println!("{}", crate::release::export(&cfg, &wh, &out)?);
+            let made = crate::release::Made {
+                title: cfg.section::<crate::jobs::ReportSettings>()?.title,
+                dedupe: serde_json::to_value(cfg.section::<crate::jobs::DedupeSettings>()?)?,
+            };
+            println!("{}", crate::release::export(&cfg, &wh, &out, &made)?);
             Ok(())
         }
         Cmd::Export { table, config, out, .. } if table == "requests" => {
-            let cfg = Config::load(&config)?;
+            let cfg = crate::jobs::load(&config)?;
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export requests writes a folder of batch files: give --out DIR") };
             println!("{}", crate::jobs::export_requests(&cfg, &wh, &out)?);
@@ -274,7 +278,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
         }
         Cmd::Gc { config } => gc(&config, ui),
         Cmd::Cache { cmd: CacheCmd::Stats { config } } => {
-            let cfg = Config::load(&config)?;
+            let cfg = crate::jobs::load(&config)?;
             let Some(c) = &cfg.request_cache else {
                 println!("request cache: off");
                 return Ok(());
@@ -303,7 +307,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
         }
         Cmd::Coding { cmd: CodingCmd::Sample { config, out, confidence, margin, seed, size } } => {
             open_warehouse(&config)?;
-            let (n, pop) = crate::coding::sample(&Config::load(&config)?, &out, confidence, margin, seed, size)?;
+            let (n, pop) = crate::coding::sample(&crate::jobs::load(&config)?, &out, confidence, margin, seed, size)?;
             println!(
                 "drew {n} of {pop} zero-shot outputs into {} (confidence {confidence}, margin ±{margin}, seed {seed})",
                 out.display()
@@ -312,7 +316,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
         }
         Cmd::Coding { cmd: CodingCmd::Import { config, sheets, out } } => {
             open_warehouse(&config)?;
-            let md = crate::coding::import(&Config::load(&config)?, &sheets)?;
+            let md = crate::coding::import(&crate::jobs::load(&config)?, &sheets)?;
             if let Some(o) = out {
                 std::fs::write(&o, &md).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", o.display()))?;
             }
@@ -327,7 +331,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
 }
 
 fn open_warehouse(config: &Path) -> Result<Warehouse> {
-    let cfg = Config::load(config)?;
+    let cfg = crate::jobs::load(config)?;
     if !cfg.warehouse.exists() {
         bail!("no warehouse at {} yet: run `doc2ci run --config {}` first", cfg.warehouse.display(), config.display());
     }
@@ -335,7 +339,7 @@ fn open_warehouse(config: &Path) -> Result<Warehouse> {
 }
 
 fn plan(config: &Path) -> Result<()> {
-    let p = crate::jobs::pipeline(&Config::load(config)?)?;
+    let p = crate::jobs::pipeline(&crate::jobs::load(config)?)?;
     let plan = p.plan()?;
     let (mut run, mut maybe, mut reuse) = (0, 0, 0);
     for it in &plan.items {
@@ -393,7 +397,7 @@ fn status(config: &Path) -> Result<()> {
 }
 
 fn gc(config: &Path, ui: &Ui) -> Result<()> {
-    let cfg = Config::load(config)?;
+    let cfg = crate::jobs::load(config)?;
     let p = crate::jobs::pipeline(&cfg)?;
     let wh = p.warehouse();
     let _lock = crate::engine::Lock::take(&wh)?;

@@ -40,8 +40,17 @@ fn sha256_file(p: &Path) -> Result<String> {
     Ok(format!("{:x}", Sha256::digest(&bytes)))
 }
 
+/// What the datasheet says of how the study made its pairs (the stages' settings are theirs to
+/// read: the caller hands them over).
+pub struct Made {
+    /// `[stages.report] title`: the release's name.
+    pub title: String,
+    /// `[stages.dedupe]` as the study ran it.
+    pub dedupe: serde_json::Value,
+}
+
 /// Writes the release; returns a one-line summary.
-pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
+pub fn export(cfg: &Config, wh: &Warehouse, out: &Path, made: &Made) -> Result<String> {
     let mut pairs: Vec<Pair> = Vec::new();
     let mut services = Vec::new();
     for s in &cfg.services {
@@ -119,10 +128,10 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path) -> Result<String> {
     }
     warehouse::atomic_write(&out.join(PAIRS_JSONL), &jsonl)?;
     let sheet = json!({
-        "name": cfg.stages.report.title,
+        "name": made.title,
         "created_at": warehouse::now(),
         "doc2ci_version": env!("CARGO_PKG_VERSION"),
-        "dedupe": serde_json::to_value(&cfg.stages.dedupe)?,
+        "dedupe": made.dedupe,
         "pairs": pairs.len(),
         "services": services,
         "sources": sources,

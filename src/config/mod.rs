@@ -2,8 +2,9 @@
 //!
 //! Parsing is strict (unknown keys, wrong types) so a typo never silently runs the wrong study;
 //! every error names the file, the line and the key. Each part of the file has its module:
-//! [`sources`] and [`models`] (entries typed by their kind) and [`stages`] (parameters); where a
-//! key is written, for messages, is `crate::keys`, which the backends' own key types share.
+//! [`sources`] and [`models`] (entries typed by their kind) and [`stages`] (each stage's section,
+//! typed by the stage that reads it); where a key is written, for messages, is `crate::keys`,
+//! which the backends' and the stages' own key types share.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,8 @@ pub struct Config {
     pub services: Vec<Service>,
     pub sources: Vec<Source>,
     pub models: Vec<Model>,
-    pub stages: StageParams,
+    /// Read with [`Config::section`], typed by each stage.
+    pub stages: Stages,
     /// The request cache shared across studies (`None`: off); not part of any cache key.
     pub request_cache: Option<crate::backends::CacheSettings>,
     /// `[study] remote`: the object-storage URL the warehouse is mirrored to after each run.
@@ -43,6 +45,9 @@ pub struct Config {
 pub struct Service {
     pub name: String,
     pub display: String,
+    /// Where the entry's name is written, for the stages' messages about it.
+    #[serde(skip)]
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -109,7 +114,8 @@ pub struct CrawlSource {
     /// The credentials the URL was written with: sent to the site, never stored or shown.
     #[serde(skip)]
     pub auth: Option<Credentials>,
-    pub backend: String,
+    /// The source's own backend; unset, `[stages.crawl] backend` decides.
+    pub backend: Option<String>,
 }
 
 /// The description fields feed only the `models` table (whose job holds them as rows): changing
@@ -196,8 +202,6 @@ struct RawConfig {
     #[serde(default)]
     services: Vec<Spanned<RawService>>,
     #[serde(default)]
-    stages: StageParams,
-    #[serde(default)]
     /// Tables, not profiles yet: a profile with `base = "…"` gets its other keys from a built-in one.
     profiles: BTreeMap<String, Spanned<toml::Table>>,
 }
@@ -227,6 +231,9 @@ struct RawService {
 }
 
 const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
+/// How a crawl source fetches (`[[sources]] backend`, `[stages.crawl] backend`): `auto` is
+/// webdriver when a browser is available, else http.
+pub const CRAWL_BACKENDS: &[&str] = &["webdriver", "http", "auto"];
 /// A model's outputs as an OpenAI Batch output file (`vllm run-batch`, a provider's batch),
 /// answering `doc2ci export requests`: `custom_id` names the pair, sample and round.
 pub const BATCH_RESULTS: &str = "openai-batch";
@@ -313,25 +320,25 @@ impl Config {
         let mut doc = toml::de::DeTable::parse(text).map_err(|e| cx.toml_error(&e))?;
         let source_entries = Entry::take_all(&cx, doc.get_mut(), "sources")?;
         let model_entries = Entry::take_all(&cx, doc.get_mut(), "models")?;
+        let stages = Stages::take(&cx, doc.get_mut())?;
         let raw: RawConfig =
             RawConfig::deserialize(toml::de::Deserializer::from(doc)).map_err(|e| cx.toml_error(&e))?;
         let base = file.parent().unwrap_or(Path::new("."));
 
         let mut services = Vec::new();
-        let mut service_spans = Vec::new();
         for s in raw.services {
             let span = s.span();
             let s = s.into_inner();
-            service_spans.push(s.name.span());
             if let Err(m) = check_name("service name", s.name.get_ref()) {
                 return cx.err(s.name.span(), "services.name", m);
             }
             if services.iter().any(|x: &Service| x.name == *s.name.get_ref()) {
                 return cx.err(span, "services.name", format!("duplicate service `{}`", s.name.get_ref()));
             }
-            services.push(Service { name: s.name.into_inner(), display: s.display });
+            let line = cx.line(s.name.span().start);
+            services.push(Service { name: s.name.into_inner(), display: s.display, line });
         }
-        let sources = sources::sources(&cx, source_entries, &services, &raw.profiles, &raw.stages.crawl)?;
+        let sources = sources::sources(&cx, source_entries, &services, &raw.profiles)?;
         let models = models::models(&cx, model_entries, &services, &sources)?;
 
         if let Some(r) = &raw.study.remote {
@@ -341,25 +348,6 @@ impl Config {
         }
         let threads =
             raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
-        raw.stages.check(&cx, &models)?;
-        // validate, score and lint know four services; any other name would silently get no rows (a typo
-        // hiding a whole service's results), so it is an error while either stage is on.
-        if raw.stages.validate.enabled || raw.stages.score.enabled || raw.stages.lint.enabled {
-            for (svc, span) in services.iter().zip(&service_spans) {
-                if svc.name.parse::<doc2ci_validate::Service>().is_err() {
-                    return cx.err(
-                        span.clone(),
-                        "services.name",
-                        format!(
-                            "unknown service `{}`: validate, score and lint know github-actions, circleci, gitlab-ci \
-                             and travis-ci (another name needs [stages.validate], [stages.score] and [stages.lint] \
-                             enabled = false)",
-                            svc.name
-                        ),
-                    );
-                }
-            }
-        }
         Ok(Config {
             file: file.to_path_buf(),
             warehouse: base.join(raw.study.warehouse.get_ref()),
@@ -373,7 +361,7 @@ impl Config {
             services,
             sources,
             models,
-            stages: raw.stages,
+            stages,
         })
     }
 

@@ -10,9 +10,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{
-    check_name, CrawlParams, CrawlSource, FileKeys, ImportSource, Service, Source, SourceKind, CRAWL_BACKENDS,
-};
+use super::{check_name, CrawlSource, FileKeys, ImportSource, Service, Source, SourceKind, CRAWL_BACKENDS};
 use crate::keys::{fields_of, Ctx, Entry};
 
 /// Keys of every `[[sources]]` entry.
@@ -50,7 +48,6 @@ pub(super) fn sources(
     entries: Vec<Entry>,
     services: &[Service],
     profiles: &BTreeMap<String, Spanned<toml::Table>>,
-    params: &CrawlParams,
 ) -> Result<Vec<Source>> {
     let mut sources: Vec<Source> = Vec::new();
     for mut e in entries {
@@ -84,7 +81,7 @@ pub(super) fn sources(
         }
         let span = e.span.clone();
         let src = if crawl {
-            crawl_source(cx, span.clone(), c.name, service, e.rest(cx)?, profiles, params)?
+            crawl_source(cx, span.clone(), c.name, service, e.rest(cx)?, profiles)?
         } else {
             import_source(cx, span.clone(), c.name, service, e.rest(cx)?)?
         };
@@ -132,7 +129,7 @@ fn import_source(
     })
 }
 
-/// A `kind = "crawl"` source checked against its profile and the crawl parameters.
+/// A `kind = "crawl"` source checked against its profile.
 fn crawl_source(
     cx: &Ctx,
     span: std::ops::Range<usize>,
@@ -140,7 +137,6 @@ fn crawl_source(
     service: String,
     s: CrawlKeys,
     profiles: &BTreeMap<String, Spanned<toml::Table>>,
-    params: &CrawlParams,
 ) -> Result<Source> {
     let Some(pname) = s.profile else {
         return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)");
@@ -178,8 +174,7 @@ fn crawl_source(
                 format!("unknown backend `{}` (one of {})", b.get_ref(), CRAWL_BACKENDS.join(", ")),
             )
         }
-        Some(b) => b.get_ref().clone(),
-        None => params.backend.clone(),
+        b => b.as_ref().map(|b| b.get_ref().clone()),
     };
     // Without a `name`, the profile's name names the source, so it must be path-safe too.
     let (name, name_span) = match &name {

@@ -12,17 +12,6 @@ fn unknown_key_names_line_and_key() {
 }
 
 #[test]
-fn unknown_service_names_its_line_while_validate_or_score_runs() {
-    let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
-    let e = parse(cfg).unwrap_err().to_string();
-    assert!(e.contains(":7:") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
-    let off = format!(
-        "{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
-    );
-    assert!(parse(&off).is_ok());
-}
-
-#[test]
 fn builtin_profiles_need_no_table_and_a_base_overrides_single_keys() {
     let head = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"travis-ci\"\ndisplay = \"Travis CI\"\n";
     let src = |profile: &str| {
@@ -69,8 +58,7 @@ fn generative_models_parse_with_defaults_and_keys() {
     let c = parse(&format!(
         "{HEAD}[[models]]\nname = \"small\"\nbackend = \"embedded\"\nmax_tokens = 256\n\
          [[models]]\nname = \"fleet\"\nbackend = \"openai\"\nbase_urls = [\"http://127.0.0.1:1/v1\", \"http://127.0.0.1:2/v1\"]\nmodel = \"qwen\"\napi_key_env = \"KEY_VAR\"\n\
-         temperature = 0.7\nsamples = 5\nfew_shot = 3\nretrieval = true\nconcurrency = 8\nrpm = 600\nprice_per_1k_input = 0.5\n[models.params]\ntop_p = 0.9\n\
-         [stages.repair]\nenabled = true\nmodel = \"small\"\n"
+         temperature = 0.7\nsamples = 5\nfew_shot = 3\nretrieval = true\nconcurrency = 8\nrpm = 600\nprice_per_1k_input = 0.5\n[models.params]\ntop_p = 0.9\n"
     ))
     .unwrap();
     let e = c.models[0].gen().unwrap();
@@ -81,7 +69,6 @@ fn generative_models_parse_with_defaults_and_keys() {
     assert_eq!((f.key.model_id.as_str(), f.key.samples, f.key.few_shot, f.key.retrieval), ("qwen", 5, 3, 3));
     assert_eq!(f.key.params["top_p"], 0.9);
     assert_eq!(f.api_key_env.as_deref(), Some("KEY_VAR"));
-    assert!(c.stages.repair.enabled && c.stages.repair.rounds == 2);
 }
 
 #[test]
@@ -103,7 +90,6 @@ fn generative_model_errors_name_line_and_key() {
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nmodel = \"none.gguf\"\n", ":9:", "`none.gguf` does not exist"),
         ("[[models]]\nname = \"x\"\nbackend = \"vllm\"\n", ":8:", "unknown backend"),
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\ntemperature = 5.0\n", ":9:", "between 0 and 2"),
-        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nmodel = \"nope\"\n", ":9:", "no such [[models]]"),
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"llama\"\n", ":9:", "base model `llama` is not declared"),
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nbase_model = \"x\"\n", ":9:", "names itself"),
         ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\nformat = \"csv\"\n", ":9:", "`format` applies to the import backend, not embedded"),
@@ -111,7 +97,6 @@ fn generative_model_errors_name_line_and_key() {
         ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nmax_cost = 5.0\n", ":10:", "max_cost needs price_per_1k_input"),
         ("[[models]]\nname = \"x\"\nbackend = \"openai\"\nbase_url = \"http://h\"\nprice_per_1k_input = 1.0\nmax_cost = -1.0\n", ":11:", "above 0"),
         ("[[models]]\nname = \"x\"\nbackend = \"import\"\npath = \"o.csv\"\nmax_cost = 1.0\n", ":10:", "`max_cost`"),
-        ("[[models]]\nname = \"x\"\nbackend = \"embedded\"\n[stages.repair]\nenabled = true\nfeedback = [\"lint\"]\n", ":9:", "must include \"schema\""),
     ];
     for (body, line, what) in cases {
         let e = parse(&format!("{HEAD}{body}")).unwrap_err().to_string();

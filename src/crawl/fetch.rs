@@ -13,7 +13,7 @@ use doc2ci_crawl::{in_scope, Scope};
 use serde_json::{json, Value};
 use url::Url;
 
-use crate::config::CrawlParams;
+use super::Settings;
 
 /// What one fetch produced (success or failure: a failure is recorded, not fatal).
 #[derive(Debug, Clone)]
@@ -81,7 +81,7 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(Duration::from_millis(secs.max(0) as u64))
 }
 
-fn secs(p: &CrawlParams) -> Duration {
+fn secs(p: &Settings) -> Duration {
     Duration::from_secs_f64(p.timeout_secs)
 }
 
@@ -89,7 +89,7 @@ fn secs(p: &CrawlParams) -> Duration {
 #[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
-    params: CrawlParams,
+    params: Settings,
     /// The site's credentials (from its URL), sent with every request to it.
     auth: Option<crate::config::Credentials>,
 }
@@ -98,7 +98,7 @@ pub struct Http {
 const MAX_ROBOTS_BYTES: usize = 500 << 10;
 
 impl Http {
-    pub fn new(params: &CrawlParams, scope: &Scope, auth: Option<&crate::config::Credentials>) -> Result<Http> {
+    pub fn new(params: &Settings, scope: &Scope, auth: Option<&crate::config::Credentials>) -> Result<Http> {
         let max = params.max_redirects;
         let scope2 = scope.clone();
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
@@ -336,7 +336,7 @@ pub struct Browser {
     profile_dir: PathBuf,
     /// The browser's TMPDIR ([`browser_tmp`]), removed with it.
     tmp: PathBuf,
-    params: CrawlParams,
+    params: Settings,
     /// The network namespace Chromium runs in, or why it runs in the machine's network.
     netns: std::result::Result<super::netns::Netns, String>,
 }
@@ -370,7 +370,7 @@ async fn driver_port(child: &mut tokio::process::Child, exe: &Path) -> Result<u1
 }
 
 /// Starts chromedriver on a port the OS picks, bound to die with this process.
-async fn spawn_driver(params: &CrawlParams, home: &Path, tmp: &Path) -> Result<(tokio::process::Child, String)> {
+async fn spawn_driver(params: &Settings, home: &Path, tmp: &Path) -> Result<(tokio::process::Child, String)> {
     let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
     let mut cmd = tokio::process::Command::new(&exe);
     // Untrusted pages run in the browser: it sees none of the user's environment (API keys,
@@ -496,7 +496,7 @@ const CHROMIUM_FLAGS: &[&str] = &[
 impl Browser {
     /// Starts chromedriver on a free loopback port (or uses `params.webdriver`) and opens a
     /// session with a fresh Chromium profile under `scratch`, whose network reaches `origin` only.
-    pub async fn start(params: &CrawlParams, scratch: PathBuf, origin: &Url) -> Result<Browser> {
+    pub async fn start(params: &Settings, scratch: PathBuf, origin: &Url) -> Result<Browser> {
         let tmp = browser_tmp()?;
         let netns = match (&params.webdriver, origin.host_str(), origin.port_or_known_default()) {
             (Some(_), ..) => Err("the browser is the one at `webdriver`, not started by doc2ci".into()),

@@ -11,6 +11,9 @@
 pub mod fetch;
 pub mod netns;
 pub mod server;
+mod settings;
+
+pub use settings::Settings;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,7 +24,7 @@ use doc2ci_rows::Page;
 use serde::Serialize;
 use url::Url;
 
-use crate::config::{CrawlParams, CrawlSource, Source};
+use crate::config::{CrawlSource, Source};
 use crate::engine::Ctx;
 
 use fetch::{Browser, Fetched, Http, Validators};
@@ -41,8 +44,8 @@ fn reused(f: Fetched, pg: &Page) -> Fetched {
 }
 
 /// The backend a source will really use: `auto` is webdriver when a browser is reachable.
-pub fn resolve_backend(p: &CrawlParams, spec: &CrawlSource) -> String {
-    match spec.backend.as_str() {
+pub fn resolve_backend(p: &Settings, spec: &CrawlSource) -> String {
+    match spec.backend.as_deref().unwrap_or(&p.backend) {
         "auto" => {
             if p.webdriver.is_some()
                 || (fetch::which(&p.chromedriver).is_some()
@@ -132,12 +135,12 @@ impl Site {
 }
 
 /// Fetches the site into page rows (the `pages` partition), resuming a checkpoint.
-pub fn crawl(p: &CrawlParams, site: &Site, backend: &str, cx: &Ctx) -> Result<(Vec<Page>, String)> {
+pub fn crawl(p: &Settings, site: &Site, backend: &str, cx: &Ctx) -> Result<(Vec<Page>, String)> {
     let handle = tokio::runtime::Handle::current();
     handle.block_on(crawl_async(p, site, backend.to_string(), cx))
 }
 
-async fn crawl_async(p: &CrawlParams, site: &Site, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
+async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
     let profile = &site.reach;
     let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
     let _server;

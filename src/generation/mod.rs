@@ -12,11 +12,39 @@ use anyhow::{anyhow, Result};
 use doc2ci_generate::{Answer, Msg, PromptOptions};
 use doc2ci_llm::{LlmError, Message, Reply, Request};
 use doc2ci_rows::{Generation, RowKey};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backends::RequestCache;
-use crate::config::{Config, GenSettings, Model};
+use crate::config::{Config, GenSettings, Model, Place, Section};
 use crate::engine::Ctx;
+
+/// `[stages.generate]`: how the request loop checkpoints and what a run may spend; neither
+/// changes an answer, so no job's key holds them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Requests per checkpointed batch: a killed run loses at most one batch of answers.
+    /// Default: enough to keep every endpoint busy (16, or 2 × concurrency × endpoints).
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    /// Budget of the whole run over every priced model (a model's own `max_cost` binds too).
+    #[serde(default)]
+    pub max_cost: Option<f64>,
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "generate";
+
+    fn check(&self, at: &Place, _: &Config) -> Result<()> {
+        if self.batch_size == Some(0) {
+            at.fail_at("batch_size", "must be at least 1")?;
+        }
+        if self.max_cost.is_some_and(|c| !(c > 0.0)) {
+            at.fail_at("max_cost", "must be above 0")?;
+        }
+        Ok(())
+    }
+}
 
 /// Who is asked, for which service, how many requests at once. How many, where answers are
 /// kept and what a run may spend never change an answer: skipped from the key.
@@ -35,15 +63,16 @@ pub struct Asker {
 }
 
 impl Asker {
-    pub fn new(cfg: &Config, m: &Model, service: &str) -> Self {
-        Self {
+    pub fn new(cfg: &Config, m: &Model, service: &str) -> Result<Self> {
+        let settings: Settings = cfg.section()?;
+        Ok(Self {
             model: m.clone(),
             service: service.to_string(),
             display: cfg.service(service).map_or(service.to_string(), |s| s.display.clone()),
-            batch_size: cfg.stages.generate.batch_size,
+            batch_size: settings.batch_size,
             cache: cfg.request_cache.clone(),
-            run_max_cost: cfg.stages.generate.max_cost,
-        }
+            run_max_cost: settings.max_cost,
+        })
     }
 }
 

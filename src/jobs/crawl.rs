@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::config::{Config, CrawlParams};
+use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::tables::PAGES;
 use crate::warehouse::Partition;
@@ -14,14 +14,15 @@ use crate::warehouse::Partition;
 pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
     let s = &cfg.sources[source];
     let spec = s.crawl().expect("a crawl source");
+    let params: crate::crawl::Settings = cfg.section()?;
     // Remote sites are re-crawled once their pages are older than max_age.
     let epoch = match &spec.url {
-        Some(_) => doc2ci_crawl::rows::recrawl_window(chrono::Utc::now().timestamp(), cfg.stages.crawl.max_age_hours),
+        Some(_) => doc2ci_crawl::rows::recrawl_window(chrono::Utc::now().timestamp(), params.max_age_hours),
         None => 0,
     };
-    let backend = crate::crawl::resolve_backend(&cfg.stages.crawl, spec);
+    let backend = crate::crawl::resolve_backend(&params, spec);
     let site = crate::crawl::Site::of(s).expect("a crawl source");
-    let job = Crawl { site, params: cfg.stages.crawl.clone(), backend, epoch };
+    let job = Crawl { site, params, backend, epoch };
     let pages = g.add(
         Node::new("crawl", Partition::new(PAGES, &[&s.service, &s.name]), job)
             .files(spec.serve.as_deref().map(crate::crawl::server::served_files).transpose()?.unwrap_or_default()),
@@ -34,7 +35,7 @@ pub fn declare(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
 #[derive(Serialize)]
 struct Crawl {
     site: crate::crawl::Site,
-    params: CrawlParams,
+    params: crate::crawl::Settings,
     backend: String,
     /// Which `max_age_hours` window this is: a remote site is fetched again in the next one.
     epoch: i64,

@@ -5,14 +5,30 @@ use std::collections::HashSet;
 
 use anyhow::Result;
 use doc2ci_rows::RawPair;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, DedupeParams};
+use crate::config::{Config, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::tables::{PAIRS, PAIRS_RAW};
 use crate::warehouse::Partition;
 
+/// `[stages.dedupe]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub mode: doc2ci_dedupe::Mode,
+    /// Ask models for pairs whose description contains their reference (flagged in `pairs.leak`).
+    #[serde(default)]
+    pub keep_leaks: bool,
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "dedupe";
+}
+
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
+    let settings: Settings = cfg.section()?;
     for svc in &cfg.services {
         let deps: Vec<usize> =
             g.all(PAIRS_RAW.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&svc.name)).collect();
@@ -22,7 +38,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         let job = Dedupe {
             service: svc.name.clone(),
             inputs: deps.iter().map(|&d| g.part(d).clone()).collect(),
-            params: cfg.stages.dedupe.clone(),
+            params: settings.clone(),
         };
         g.add(Node::new("dedupe", Partition::new(PAIRS, &[&svc.name]), job).deps(deps));
     }
@@ -34,7 +50,7 @@ struct Dedupe {
     service: String,
     #[serde(skip)]
     inputs: Vec<Partition>,
-    params: DedupeParams,
+    params: Settings,
 }
 
 impl Job for Dedupe {

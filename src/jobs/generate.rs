@@ -18,16 +18,13 @@ use crate::warehouse::{Partition, Warehouse};
 pub use doc2ci_generate::PROMPT_VERSION;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
+    let keep_leaks = cfg.section::<super::dedupe::Settings>()?.keep_leaks;
     for m in &cfg.models {
         let Some(gs) = m.gen() else { continue };
         for service in &gs.services {
             // A service without pairs has nothing to ask.
             let Some(dedupe) = g.find(PAIRS.name, &[("service", service)]) else { continue };
-            let job = Generate {
-                ask: Asker::new(cfg, m, service),
-                pairs: g.part(dedupe).clone(),
-                keep_leaks: cfg.stages.dedupe.keep_leaks,
-            };
+            let job = Generate { ask: Asker::new(cfg, m, service)?, pairs: g.part(dedupe).clone(), keep_leaks };
             g.add(
                 Node::new("generate", Partition::new(GENERATIONS, &[service, &m.name]), job)
                     .deps(vec![dedupe])
@@ -96,6 +93,7 @@ fn sample(pairs: &[Pair], n: Option<usize>) -> Vec<&Pair> {
 pub fn export_requests(cfg: &Config, wh: &Warehouse, out: &std::path::Path) -> Result<String> {
     use std::io::Write;
     let mut summary = Vec::new();
+    let keep_leaks = cfg.section::<super::dedupe::Settings>()?.keep_leaks;
     for m in &cfg.models {
         let Some(g) = m.gen() else { continue };
         for service in &g.services {
@@ -104,7 +102,7 @@ pub fn export_requests(cfg: &Config, wh: &Warehouse, out: &std::path::Path) -> R
                 continue;
             }
             let display = cfg.service(service).map_or(service.to_string(), |s| s.display.clone());
-            let items = items(pairs, cfg.stages.dedupe.keep_leaks, &display, g);
+            let items = items(pairs, keep_leaks, &display, g);
             let dir = out.join(service);
             std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             let path = dir.join(format!("{}.jsonl", m.name));

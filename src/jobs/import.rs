@@ -9,15 +9,45 @@ use anyhow::{anyhow, bail, Context, Result};
 use datafusion::arrow::array::Array;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use doc2ci_import::{ColumnMap, ImportError, Record};
 use doc2ci_rows::Pair;
 
-use crate::config::{Config, ImportModel, ImportSource};
+use crate::config::{Config, ImportModel, ImportSource, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::tables::{GENERATIONS, PAIRS, PAIRS_RAW};
 use crate::warehouse::Partition;
+
+/// `[stages.import]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Rows per checkpointed batch.
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { batch_size: default_batch() }
+    }
+}
+
+fn default_batch() -> usize {
+    500
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "import";
+
+    fn check(&self, at: &Place, _: &Config) -> Result<()> {
+        if self.batch_size == 0 {
+            at.fail_at("batch_size", "must be at least 1")?;
+        }
+        Ok(())
+    }
+}
 
 /// One `kind = "import"` source → `pairs_raw/service=…/source=…`.
 pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
@@ -28,7 +58,7 @@ pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
         name: src.name.clone(),
         service: src.service.clone(),
         file: s.clone(),
-        batch_size: cfg.stages.import.batch_size as u64,
+        batch_size: cfg.section::<Settings>()?.batch_size as u64,
     };
     g.add(Node::new("import", Partition::new(PAIRS_RAW, &[&src.service, &src.name]), job).files(vec![file]));
     Ok(())
@@ -36,13 +66,13 @@ pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
 
 /// Every `backend = "import"` model → `generations/service=…/model=…`, attached to the deduped pairs.
 pub fn declare_outputs(cfg: &Config, g: &mut Graph) -> Result<()> {
+    let batch_size = cfg.section::<Settings>()?.batch_size as u64;
     for (name, m) in cfg.models.iter().filter_map(|m| m.import().map(|i| (&m.name, i))) {
         let service = &m.service;
         let Some(dedupe) = g.find(PAIRS.name, &[("service", service)]) else {
             bail!("model `{name}`: service `{service}` has no source of pairs");
         };
-        let job =
-            ImportOutputs { name: name.clone(), file: m.clone(), batch_size: cfg.stages.import.batch_size as u64 };
+        let job = ImportOutputs { name: name.clone(), file: m.clone(), batch_size };
         g.add(
             Node::new("import", Partition::new(GENERATIONS, &[service, name]), job)
                 .deps(vec![dedupe])

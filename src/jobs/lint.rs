@@ -7,13 +7,46 @@ use anyhow::Result;
 use doc2ci_lint::{complete, judge, Completion, Lint, Verdict};
 use doc2ci_rows::{Generation, Pair};
 use doc2ci_validate::Service;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, LintParams};
+use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::linters::{self, Limits};
 use crate::tables::LINTS;
 use crate::warehouse::Partition;
+
+/// `[stages.lint]`: each service's own validator and security audit (see README "Lint").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default = "super::yes")]
+    pub enabled: bool,
+    /// A tool that takes longer on one file is stopped and the row says so.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Longer texts are not given to the tools (the row says so): the tools hold a file in memory
+    /// several times over.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { enabled: true, timeout_secs: default_timeout(), max_bytes: default_max_bytes() }
+    }
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "lint";
+}
+
+fn default_timeout() -> u64 {
+    20
+}
+/// 3.5 times the longest of the 4,350 real outputs; actionlint takes ~14 s on a 290 KB workflow.
+fn default_max_bytes() -> usize {
+    64 << 10
+}
 
 /// The model name of a reference's rows.
 pub const REFERENCE: &str = "reference";
@@ -24,24 +57,24 @@ fn tools(service: Service) -> Vec<(&'static str, Result<String, String>)> {
     linters::for_service(service).map(|t| (t.name, linters::probe(t))).collect()
 }
 
-fn node(cfg: &Config, service: Service, part: Partition, input: Partition, dep: usize, references: bool) -> Node {
+fn node(set: &Settings, service: Service, part: Partition, input: Partition, dep: usize, references: bool) -> Node {
     let tools = tools(service).into_iter().map(|(n, v)| (n, v.ok())).collect();
-    let job = LintJob { service, input, references, params: cfg.stages.lint.clone(), tools };
+    let job = LintJob { service, input, references, params: set.clone(), tools };
     Node::new("lint", part, job).deps(vec![dep])
 }
 
 /// The lints of each reference of the pairs of `dedupe`.
-pub fn add_references(cfg: &Config, g: &mut Graph, service: Service, dedupe: usize) -> usize {
+pub fn add_references(set: &Settings, g: &mut Graph, service: Service, dedupe: usize) -> usize {
     let part = Partition::new(LINTS, &[service.name(), REFERENCE]);
-    let n = node(cfg, service, part, g.part(dedupe).clone(), dedupe, true);
+    let n = node(set, service, part, g.part(dedupe).clone(), dedupe, true);
     g.add(n)
 }
 
 /// The lints partition of one generations partition (any round).
-pub fn add(cfg: &Config, g: &mut Graph, service: Service, gen: usize) -> usize {
+pub fn add(set: &Settings, g: &mut Graph, service: Service, gen: usize) -> usize {
     let gp = g.part(gen).clone();
     let model = gp.get("model").unwrap_or_default().to_string();
-    let n = node(cfg, service, gp.sibling(LINTS), gp, gen, false).model(&model);
+    let n = node(set, service, gp.sibling(LINTS), gp, gen, false).model(&model);
     g.add(n)
 }
 
@@ -53,7 +86,7 @@ struct LintJob {
     /// A pairs partition (`references`) or a generations partition.
     input: Partition,
     references: bool,
-    params: LintParams,
+    params: Settings,
     /// Each tool's version here (None: it cannot run): installing a tool, or another version of
     /// it, re-runs the lint partitions.
     tools: Vec<(&'static str, Option<String>)>,
@@ -105,7 +138,7 @@ impl Job for LintJob {
 
 /// Every tool of `service` over every subject: one row per subject and tool. With `cache` (the
 /// warehouse's lint cache), each distinct text a tool has judged before costs it nothing.
-fn lint_all(service: Service, subjects: &[Subject], p: &LintParams, cache: Option<&std::path::Path>) -> Vec<Lint> {
+fn lint_all(service: Service, subjects: &[Subject], p: &Settings, cache: Option<&std::path::Path>) -> Vec<Lint> {
     let limits = Limits { per_text: std::time::Duration::from_secs(p.timeout_secs.max(1)) };
     // What each tool sees: the texts as written, then the completed fragments.
     let lintable: Vec<Option<&str>> =
@@ -192,7 +225,7 @@ mod tests {
             "- one\n- two\n",
             "key: [unclosed\n",
         ];
-        let p = LintParams::default();
+        let p = Settings::default();
         let (mut judged, mut total) = (0, 0);
         for service in Service::ALL {
             let subjects: Vec<Subject> = shapes

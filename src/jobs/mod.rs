@@ -2,7 +2,9 @@
 //! a partition reads, its parameters, its code version) and runs one partition; the engine
 //! (`crate::engine`) only sees the [`Job`](crate::engine::Job) interface.
 //!
-//! A new stage is one file here plus one line in [`declare`].
+//! A new stage is one file here plus one line in [`declare`] and, when it takes settings, one
+//! line in [`SECTIONS`]: its `[stages.NAME]` type is declared in its file (or in the module it
+//! calls, when that module reads the settings too: `crawl`, `generation`).
 
 mod crawl;
 mod dedupe;
@@ -19,15 +21,122 @@ mod stats;
 mod tests;
 mod validate;
 
-use anyhow::{anyhow, Result};
+use std::path::Path;
 
-use crate::config::{Config, SourceKind};
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, Section, SourceKind};
 use doc2ci_validate::Service;
 
 use crate::engine::{Graph, Pipeline};
 use crate::tables::{GENERATIONS, PAIRS};
 
+pub use dedupe::Settings as DedupeSettings;
 pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
+pub use report::Settings as ReportSettings;
+
+/// Every `[stages.NAME]` section, by the type that reads it.
+pub const SECTIONS: &[Sections] = &[
+    Sections::of::<import::Settings>(),
+    Sections::of::<dedupe::Settings>(),
+    Sections::of::<validate::Settings>(),
+    Sections::of::<score::Settings>(),
+    Sections::of::<lint::Settings>(),
+    Sections::of::<crate::crawl::Settings>(),
+    Sections::of::<crate::generation::Settings>(),
+    Sections::of::<repair::Settings>(),
+    Sections::of::<stats::Settings>(),
+    Sections::of::<report::Settings>(),
+];
+
+/// One section's type, erased: read (and checked) as written, or its defaults.
+pub struct Sections {
+    pub name: &'static str,
+    pub read: fn(&Config) -> Result<serde_json::Value>,
+    pub defaults: fn() -> serde_json::Value,
+}
+
+impl Sections {
+    const fn of<T: Section>() -> Sections {
+        fn read<T: Section>(cfg: &Config) -> Result<serde_json::Value> {
+            Ok(serde_json::to_value(cfg.section::<T>()?)?)
+        }
+        fn defaults<T: Section>() -> serde_json::Value {
+            serde_json::to_value(T::default()).expect("settings serialise")
+        }
+        Sections { name: T::NAME, read: read::<T>, defaults: defaults::<T> }
+    }
+}
+
+/// The study's config with every stage's section read and checked: a typo in any of them fails
+/// every command before it runs, not the stage that reads it.
+pub fn load(file: &Path) -> Result<Config> {
+    let cfg = Config::load(file)?;
+    check(&cfg)?;
+    Ok(cfg)
+}
+
+/// [`load`]'s checks, for a config parsed from text.
+pub fn check(cfg: &Config) -> Result<()> {
+    for (name, line) in &cfg.stages.written {
+        if !SECTIONS.iter().any(|s| s.name == name) {
+            let known: Vec<_> = SECTIONS.iter().map(|s| s.name).collect();
+            bail!("{}:{line}: `stages.{name}`: unknown stage (one of {})", cfg.file.display(), known.join(", "));
+        }
+    }
+    for s in SECTIONS {
+        (s.read)(cfg)?;
+    }
+    // validate, score and lint know four services; any other name would silently get no rows (a
+    // typo hiding a whole service's results), so it is an error while either stage is on.
+    let on = Quality::of(cfg)?;
+    if on.validate.0.enabled || on.score.0.enabled || on.lint.enabled {
+        if let Some(svc) = cfg.services.iter().find(|s| s.name.parse::<Service>().is_err()) {
+            bail!(
+                "{}:{}: `services.name`: unknown service `{}`: validate, score and lint know github-actions, \
+                 circleci, gitlab-ci and travis-ci (another name needs [stages.validate], [stages.score] and \
+                 [stages.lint] enabled = false)",
+                cfg.file.display(),
+                svc.line,
+                svc.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `enabled` alone: what validate and score take (a study of pairs alone, or without assets,
+/// turns them off).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The settings of the three stages that check every generations partition.
+struct Quality {
+    validate: validate::Settings,
+    score: score::Settings,
+    lint: lint::Settings,
+}
+
+impl Quality {
+    fn of(cfg: &Config) -> Result<Quality> {
+        Ok(Quality { validate: cfg.section()?, score: cfg.section()?, lint: cfg.section()? })
+    }
+}
 
 /// Every node of the study, each stage adding to what the earlier ones declared.
 pub fn declare(cfg: &Config) -> Result<Graph> {
@@ -57,7 +166,8 @@ pub fn declare(cfg: &Config) -> Result<Graph> {
 /// validate, lint and score: each service's references, then per generations partition its
 /// validations, lints and scores (the order stats reads them in).
 fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
-    let (validate, score, lint) = (cfg.stages.validate.enabled, cfg.stages.score.enabled, cfg.stages.lint.enabled);
+    let on = Quality::of(cfg)?;
+    let (validate, score, lint) = (on.validate.0.enabled, on.score.0.enabled, on.lint.enabled);
     for d in g.all(PAIRS.name) {
         let name = g.part(d).get("service").unwrap_or_default().to_string();
         // A service outside the four has no schema and no metrics context: nothing to check.
@@ -66,7 +176,7 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
             validate::add_references(g, service, d)?;
         }
         if lint {
-            lint::add_references(cfg, g, service, d);
+            lint::add_references(&on.lint, g, service, d);
         }
         let gens: Vec<usize> =
             g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&name)).collect();
@@ -75,7 +185,7 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
                 validate::add(g, service, gi)?;
             }
             if lint {
-                lint::add(cfg, g, service, gi);
+                lint::add(&on.lint, g, service, gi);
             }
             if score {
                 score::add(g, d, gi)?;

@@ -9,17 +9,104 @@ use anyhow::Result;
 use doc2ci_generate::Prompter;
 use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Model};
+use crate::config::{Config, Model, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{prompt_options, run_items, summary, Asker, Item};
 use crate::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 use crate::warehouse::Partition;
 
+/// `[stages.repair]`: schema-guided repair (SPEC §1).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+    /// The `[[models]]` entry that repairs; unset = each generative model repairs its own
+    /// outputs and imported models are not repaired.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Only these models' outputs are repaired (default: all).
+    #[serde(default)]
+    pub models: Option<Vec<String>>,
+    /// What a round quotes and fixes: `["schema"]` (schema errors), or `["schema", "lint"]` (also the
+    /// lint stage's validator findings: an output is revisited until both pass).
+    #[serde(default = "default_feedback")]
+    pub feedback: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { enabled: false, rounds: default_rounds(), model: None, models: None, feedback: default_feedback() }
+    }
+}
+
+fn default_feedback() -> Vec<String> {
+    vec!["schema".into()]
+}
+
+fn default_rounds() -> u32 {
+    2
+}
+
+impl Settings {
+    pub fn lint_feedback(&self) -> bool {
+        self.feedback.iter().any(|f| f == "lint")
+    }
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "repair";
+
+    /// The repairing model, the stages a round reads: rules across sections and `[[models]]`.
+    fn check(&self, at: &Place, cfg: &Config) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if self.rounds == 0 {
+            at.fail_at("rounds", "must be at least 1")?;
+        }
+        if !cfg.section::<super::validate::Settings>()?.0.enabled {
+            at.fail("repair needs the validator's errors: enable [stages.validate]")?;
+        }
+        if let Some(name) = &self.model {
+            match cfg.models.iter().find(|m| &m.name == name) {
+                None => at.fail_at("model", format!("`{name}`: no such [[models]] entry"))?,
+                Some(m) if m.gen().is_none() => at.fail_at(
+                    "model",
+                    format!(
+                        "`{name}` is an imported model; the repairing model must generate (openai, ollama, embedded)"
+                    ),
+                )?,
+                _ => {}
+            }
+        }
+        for name in self.models.iter().flatten() {
+            if !cfg.models.iter().any(|m| &m.name == name) {
+                at.fail_at("models", format!("no [[models]] entry `{name}`"))?;
+            }
+        }
+        if let Some(bad) = self.feedback.iter().find(|f| !["schema", "lint"].contains(&f.as_str())) {
+            at.fail_at("feedback", format!("unknown `{bad}` (known: schema, lint)"))?;
+        }
+        if !self.feedback.iter().any(|f| f == "schema") {
+            at.fail_at("feedback", "must include \"schema\" (a repair always quotes the schema errors)")?;
+        }
+        if self.lint_feedback() && !cfg.section::<super::lint::Settings>()?.enabled {
+            at.fail_at("feedback", "`[\"schema\", \"lint\"]` needs the lint stage: enable [stages.lint]")?;
+        }
+        Ok(())
+    }
+}
+
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
-    let rp = &cfg.stages.repair;
-    if !rp.enabled || !cfg.stages.validate.enabled {
+    let rp: Settings = cfg.section()?;
+    let (lint_on, score_on) =
+        (cfg.section::<super::lint::Settings>()?, cfg.section::<super::score::Settings>()?.0.enabled);
+    if !rp.enabled || !cfg.section::<super::validate::Settings>()?.0.enabled {
         return Ok(());
     }
     let round0: Vec<usize> = g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).file.is_none()).collect();
@@ -56,7 +143,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             deps.extend(&vs);
             deps.extend(&ls);
             let job = Repair {
-                ask: Asker::new(cfg, repairer, &service),
+                ask: Asker::new(cfg, repairer, &service)?,
                 original: model.clone(),
                 round,
                 pairs: g.part(dedupe).clone(),
@@ -72,13 +159,13 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                     .model(&model_name),
             );
             vs.push(super::validate::add(g, svc, gk)?);
-            if cfg.stages.lint.enabled {
-                let l = super::lint::add(cfg, g, svc, gk);
+            if lint_on.enabled {
+                let l = super::lint::add(&lint_on, g, svc, gk);
                 if lint {
                     ls.push(l);
                 }
             }
-            if cfg.stages.score.enabled {
+            if score_on {
                 super::score::add(g, dedupe, gk)?;
             }
             gs.push(gk);

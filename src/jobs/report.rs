@@ -7,18 +7,43 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
 use doc2ci_stats::study::StatRow;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, ReportParams};
+use crate::config::{Config, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::tables::{GENERATIONS, PAIRS, REPORT, STATS};
 use crate::warehouse::Partition;
+
+/// `[stages.report]`: HTML, Markdown, CSV and SVG under `<warehouse>/report/`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default = "super::yes")]
+    pub enabled: bool,
+    #[serde(default = "default_title")]
+    pub title: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { enabled: true, title: default_title() }
+    }
+}
+
+fn default_title() -> String {
+    "doc2ci study report".into()
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "report";
+}
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let (Some(mut deps), Some(stats)) = (super::stats::study_inputs(g), g.find(STATS.name, &[])) else {
         return Ok(());
     };
-    if !cfg.stages.report.enabled {
+    let params: Settings = cfg.section()?;
+    if !params.enabled {
         return Ok(());
     }
     let services: Vec<(String, String)> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
@@ -36,7 +61,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         generations,
         pairs: pair_parts,
         stats: g.part(stats).clone(),
-        params: cfg.stages.report.clone(),
+        params,
         services: services.iter().cloned().collect(),
     };
     g.add(Node::new("report", Partition::new(REPORT, &[]), job).deps(deps));
@@ -53,7 +78,7 @@ struct Report {
     pairs: Vec<Partition>,
     #[serde(skip)]
     stats: Partition,
-    params: ReportParams,
+    params: Settings,
     services: BTreeMap<String, String>,
 }
 

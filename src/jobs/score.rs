@@ -5,12 +5,22 @@
 
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
 use crate::tables::SCORES;
 use crate::warehouse::Partition;
+
+/// `[stages.score]`: on or off.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Settings(pub super::Switch);
+
+impl Section for Settings {
+    const NAME: &'static str = "score";
+}
 
 /// The scores partition of one generations partition (any round) against the pairs of `dedupe`.
 pub fn add(g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {

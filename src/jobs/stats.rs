@@ -5,19 +5,72 @@
 use anyhow::Result;
 use doc2ci_rows::{Lint, ModelRow, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, StatsParams};
+use crate::config::{Config, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::tables::{LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 use crate::warehouse::Partition;
 
+/// `[stages.stats]`: the tests of SPEC §7 over scores and validations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default = "super::yes")]
+    pub enabled: bool,
+    /// Seed of the percentile bootstrap (the same seed gives the same CIs everywhere).
+    #[serde(default = "default_seed")]
+    pub bootstrap_seed: u64,
+    #[serde(default = "default_resamples")]
+    pub bootstrap_resamples: usize,
+    /// Metrics whose means get bootstrap CIs.
+    #[serde(default = "default_ci_metrics")]
+    pub ci_metrics: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            bootstrap_seed: default_seed(),
+            bootstrap_resamples: default_resamples(),
+            ci_metrics: default_ci_metrics(),
+        }
+    }
+}
+
+fn default_seed() -> u64 {
+    doc2ci_stats::study::Params::default().seed
+}
+fn default_resamples() -> usize {
+    doc2ci_stats::study::Params::default().resamples
+}
+fn default_ci_metrics() -> Vec<String> {
+    doc2ci_stats::study::Params::default().ci_metrics
+}
+
+impl Section for Settings {
+    const NAME: &'static str = "stats";
+
+    fn check(&self, at: &Place, _: &Config) -> Result<()> {
+        if self.bootstrap_resamples == 0 {
+            at.fail_at("bootstrap_resamples", "must be at least 1")?;
+        }
+        let known = doc2ci_stats::study::tested_metrics(doc2ci_score::metric_infos());
+        if let Some(bad) = self.ci_metrics.iter().find(|m| !known.contains(&m.as_str())) {
+            at.fail_at("ci_metrics", format!("unknown metric `{bad}` (known: {})", known.join(", ")))?;
+        }
+        Ok(())
+    }
+}
+
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let Some(deps) = study_inputs(g) else { return Ok(()) };
-    if !cfg.stages.stats.enabled {
+    let params: Settings = cfg.section()?;
+    if !params.enabled {
         return Ok(());
     }
-    let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params: cfg.stages.stats.clone() };
+    let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params };
     g.add(Node::new("stats", Partition::new(STATS, &[]), job).deps(deps));
     Ok(())
 }
@@ -69,7 +122,7 @@ impl StudyRows {
 struct Stats {
     #[serde(skip)]
     inputs: Vec<Partition>,
-    params: StatsParams,
+    params: Settings,
 }
 
 impl Job for Stats {

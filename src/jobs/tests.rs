@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::config::{Config, StageParams};
+use crate::config::Config;
 use crate::engine::{Action, Pipeline};
 
 /// Keys that never change a row: changing them must re-run nothing.
@@ -277,18 +277,16 @@ fn set(t: &mut toml::Value, path: &[Seg], v: toml::Value) {
 fn keys(doc: &toml::Value, cfg: &Config) -> Vec<Key> {
     let k = |s: &str| Seg::K(s.to_string());
     let mut out = Vec::new();
-    // [stages.*]: every field of every stage's parameters, at its effective value.
-    let defaults = serde_json::to_value(StageParams::default()).unwrap();
-    let effective = serde_json::to_value(&cfg.stages).unwrap();
-    for (stage, fields) in defaults.as_object().unwrap() {
-        for field in fields.as_object().unwrap().keys() {
-            let stage2 = stage.clone();
+    // [stages.*]: every field of every section's type, at its effective value.
+    for section in super::SECTIONS {
+        let (stage, effective) = (section.name, (section.read)(cfg).unwrap());
+        for field in (section.defaults)().as_object().unwrap().keys() {
             out.push(Key {
                 name: format!("stages.{stage}.{field}"),
                 class: format!("stages.{stage}.{field}"),
                 path: vec![k("stages"), k(stage), k(field)],
-                now: effective[stage][field].clone(),
-                seed: Box::new(move |n| n.stage == stage2),
+                now: effective[field].clone(),
+                seed: Box::new(move |n| n.stage == stage),
             });
         }
     }
@@ -363,7 +361,7 @@ fn declared(p: &Pipeline) -> Vec<Declared> {
 fn declare(dir: &Path, doc: &toml::Value) -> Option<(Config, Pipeline)> {
     let file = dir.join("pipeline.toml");
     let text = toml::to_string(doc).unwrap();
-    let cfg = Config::parse(&file, &text).ok()?;
+    let cfg = Config::parse(&file, &text).ok().filter(|c| super::check(c).is_ok())?;
     let p = super::pipeline(&cfg).ok()?;
     Some((cfg, p))
 }
@@ -436,4 +434,92 @@ fn every_config_key_reruns_exactly_what_reads_it() {
     for (k, (v, n)) in &table {
         eprintln!("{k} | {v} | {n}");
     }
+}
+
+/// A config as `doc2ci` loads it: parsed, then every stage's section read and checked.
+fn checked(text: &str) -> Result<Config, String> {
+    let c = Config::parse(&std::env::temp_dir().join("pipeline.toml"), text).map_err(|e| e.to_string())?;
+    super::check(&c).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+#[test]
+fn stage_settings_errors_name_line_and_key() {
+    const HEAD: &str =
+        "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
+    const MODEL: &str = "[[models]]\nname = \"x\"\nbackend = \"embedded\"\n";
+    let cases: &[(&str, &str, &str)] = &[
+        ("[stages.crawl]\nmax_pages = 0\n", ":10:", "`stages.crawl.max_pages`: must be above 0"),
+        ("[stages.crawl]\nretries = 1\nrate_limit = -1.0\n", ":11:", "`stages.crawl.rate_limit`: must not be negative"),
+        ("[stages.crawl]\nbackend = \"telnet\"\n", ":10:", "unknown backend `telnet`"),
+        ("[stages.crawl]\nmax_pagess = 1\n", "line 10", "max_pagess"),
+        ("[stages.crawl]\nmax_pages = \"many\"\n", "line 10", "invalid type"),
+        ("[stages.reprt]\nenabled = false\n", ":9:", "`stages.reprt`: unknown stage (one of import, dedupe"),
+        ("[stages]\ncrawl = 3\n", ":10:", "a table"),
+        ("[stages.import]\nbatch_size = 0\n", ":10:", "`stages.import.batch_size`: must be at least 1"),
+        ("[stages.generate]\nmax_cost = 0.0\n", ":10:", "`stages.generate.max_cost`: must be above 0"),
+        ("[stages.stats]\nci_metrics = [\"bleu\", \"nope\"]\n", ":10:", "unknown metric `nope`"),
+        ("[stages.stats]\nbootstrap_resamples = 0\n", ":10:", "bootstrap_resamples"),
+        (
+            "[stages.repair]\nenabled = true\nmodel = \"nope\"\n",
+            ":11:",
+            "`stages.repair.model`: `nope`: no such [[models]]",
+        ),
+        ("[stages.repair]\nenabled = true\nfeedback = [\"lint\"]\n", ":11:", "must include \"schema\""),
+        ("[stages.repair]\nenabled = true\nrounds = 0\n", ":11:", "`stages.repair.rounds`"),
+        ("[stages.repair]\nenabled = true\n[stages.validate]\nenabled = false\n", ":9:", "enable [stages.validate]"),
+        (
+            "[stages.repair]\nenabled = true\nfeedback = [\"schema\", \"lint\"]\n[stages.lint]\nenabled = false\n",
+            ":11:",
+            "needs the lint stage",
+        ),
+    ];
+    for (body, line, what) in cases {
+        let e = checked(&format!("{HEAD}{MODEL}{body}")).unwrap_err();
+        assert!(e.contains(line) && e.contains(what), "{body}: {e}");
+    }
+    let c = checked(&format!("{HEAD}{MODEL}[stages.repair]\nenabled = true\nmodel = \"x\"\n")).unwrap();
+    let repair: super::repair::Settings = c.section().unwrap();
+    assert!(repair.enabled && repair.rounds == 2 && repair.model.as_deref() == Some("x"));
+    // Not written: the defaults, which pass their own checks.
+    let c = checked(HEAD).unwrap();
+    for s in super::SECTIONS {
+        assert_eq!((s.read)(&c).unwrap(), (s.defaults)(), "[stages.{}]", s.name);
+    }
+}
+
+#[test]
+fn unknown_service_names_its_line_while_validate_or_score_runs() {
+    let cfg = "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"G\"\n[[services]]\nname = \"gitlab\"\ndisplay = \"GitLab\"\n";
+    let e = checked(cfg).unwrap_err();
+    assert!(e.contains(":7:") && e.contains("unknown service `gitlab`") && e.contains("gitlab-ci"), "{e}");
+    let off = format!(
+        "{cfg}[stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n"
+    );
+    assert!(checked(&off).is_ok());
+}
+
+/// A `[stages.*]` type left out of [`super::SECTIONS`] would be read by its stage yet refused as
+/// an unknown stage when written: every `impl Section` in `src/` must be listed.
+#[test]
+fn every_section_type_is_listed() {
+    fn walk(dir: &Path, names: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, names);
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                for rest in text.split("\nimpl Section for ").skip(1) {
+                    let name = rest.split("const NAME: &'static str = \"").nth(1).and_then(|r| r.split('"').next());
+                    names.push(name.expect("an impl Section names its section").to_string());
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut found);
+    found.sort();
+    let mut listed: Vec<String> = super::SECTIONS.iter().map(|s| s.name.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
 }

@@ -7,12 +7,22 @@ use anyhow::Result;
 use doc2ci_rows::{Generation, Pair, RowKey, Validation};
 use doc2ci_validate::{Service, Validator};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
 use crate::tables::{PAIR_VALIDATIONS, VALIDATIONS};
 use crate::warehouse::Partition;
+
+/// `[stages.validate]`: on or off.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Settings(pub super::Switch);
+
+impl Section for Settings {
+    const NAME: &'static str = "validate";
+}
 
 /// The validity of each reference of the pairs of `dedupe`.
 pub fn add_references(g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {
