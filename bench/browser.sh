@@ -7,14 +7,8 @@
 # chromedriver (bench/browser_time.py) so the times are wall-clock ones. Median of 3 fresh loads each.
 # Env: WORK (scratch, default a new temp folder), SKIP_BUILD=1.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
-WORK="${WORK:-$(mktemp -d /tmp/doc2ci-browser.XXXXXX)}"
-OUT=bench/out/browser
-mkdir -p "$OUT" "$WORK"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
+. "$(dirname "$0")/lib.sh"
+bench_init browser
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   flock /tmp/doc2ci-cargo.lock cargo build --quiet --release -p doc2ci-report --example bench_study
 fi

@@ -8,12 +8,9 @@
 # Env: REQUESTS (per side, default 300), CONCURRENCY (default 4), MAX_TOKENS (default 1), ROUNDS (default 2,
 #      sides alternate, best kept).
 set -euo pipefail
-# Every request is asked: the request cache shared across studies would answer a second run.
-export DOC2CI_REQUEST_CACHE=off
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
-ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
-GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+. "$(dirname "$0")/lib.sh"
+bench_uncached
+bench_assets
 N="${REQUESTS:-2000}"; C="${CONCURRENCY:-4}"; K="${MAX_TOKENS:-1}"; ROUNDS="${ROUNDS:-3}"
 
 flock /tmp/doc2ci-cargo.lock cargo build --release -q -p doc2ci-llm --example bench_client

@@ -4,8 +4,7 @@
 # extraction alone over the cached pages (pages/s) against peers/docsite.py's Python extractor
 # (the reference implementation) on the same pages. Run once, niced.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 # DOC2CI_BIN: an already built binary (skips the build).
 bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
 [ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci

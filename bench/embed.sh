@@ -10,8 +10,7 @@
 # Both sides exclude model loading from the timing. Run it on a quiet machine: under CPU contention
 # PyTorch's OpenMP threads spin and its multi-threaded figure collapses (THREADS=1 stays comparable).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 DATA="${DOC2CI_LLM4CI:-$PWD/../shared/data/llm4ci}"
 OUT=bench/out/embed
 mkdir -p "$OUT"

@@ -3,8 +3,7 @@
 # drop_duplicates on the same files, side by side (prints the ratio); and the no-op re-run of the whole
 # llm4ci study (every stage: each partition's file checked against what was published).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 python3 -m pip show -q pandas >/dev/null 2>&1 || python3 -m pip install -q pandas
 # release (default): the binary users and the tests run; BENCH_PROFILE=dev: a developer build.
 profile="${BENCH_PROFILE:-release}"

@@ -12,8 +12,7 @@
 #   bench/fuzz.sh [yaml|extraction|inputs|all]   env: CASES (yaml, default 200000), INPUT_CASES (inputs, 300),
 #   PAGES (extraction, pages per site and seed, default 2000), SEEDS (default "1 2 3")
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 what="${1:-all}"
 secs() { python3 -c "print(f'{$2 - $1:.1f} s')"; }
 

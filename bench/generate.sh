@@ -6,11 +6,9 @@
 # Env: SECTIONS (default "study repair"), REPAIR_N (default 40), REPAIR_MODEL (default gemma3-12b), KEEP=1 keeps the scratch folder,
 #      BENCH_PROFILE (release, as scripts/test.sh and quickstart.sh build it, or dev).
 set -euo pipefail
-# Every request is asked: the request cache shared across studies would answer a second run.
-export DOC2CI_REQUEST_CACHE=off
+. "$(dirname "$0")/lib.sh"
+bench_uncached
 SECTIONS="${SECTIONS:-study repair}"
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
 python3 -c "import duckdb" 2>/dev/null || python3 -m pip install -q duckdb
 profile="${BENCH_PROFILE:-release}"
 cargo build --quiet --profile "$profile" --bin doc2ci

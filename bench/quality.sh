@@ -13,23 +13,15 @@
 #      SKIP_BUILD=1, DOC2CI_BIN (the binary to time), EMBED_PROFILE (dev|release, default dev = the profile of the doc2ci binary).
 # Output: figures on stdout, logs and a summary in bench/out/quality/. Run it on a quiet machine.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 DATA="${DOC2CI_LLM4CI:-$(cd .. && pwd)/shared/data/llm4ci}"
 SECTIONS="${SECTIONS:-peer rescore scale}"
 EVERY="${EVERY:-1}"
-WORK="${WORK:-$(mktemp -d /tmp/doc2ci-quality.XXXXXX)}"
 EMBED_PROFILE="${EMBED_PROFILE:-release}"
-OUT=bench/out/quality
-mkdir -p "$OUT" "$WORK"
+bench_init quality
 BIN="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-py() { python3 -c "$@"; }
-now() { date +%s.%N; }
 
 python3 -c "import yaml" 2>/dev/null || python3 -m pip install -q pyyaml
 if [[ " $SECTIONS " == *" peer "* ]]; then

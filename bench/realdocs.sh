@@ -5,8 +5,7 @@
 # Doc2CI study's (peers/realdocs/selenium_crawl.py; same Chromium, same pages, same extraction), pages per second.
 # Needs `scripts/deps.sh test` (the engines, selenium). Env: REPEAT (default 3), DOC2CI_BIN.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 bin="${DOC2CI_BIN:-$CARGO_TARGET_DIR/release/doc2ci}"
 [ -n "${DOC2CI_BIN:-}" ] || flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --locked --bin doc2ci
 mkdir -p bench/out/realdocs

@@ -6,12 +6,9 @@
 # BATCHES (batch sizes for the aggregate figure, default "4 8"),
 # PROFILE (release = what `doc2ci run` is built with by scripts/test.sh and quickstart.sh, or dev).
 set -euo pipefail
-# Every request is asked: the request cache shared across studies would answer a second run.
-export DOC2CI_REQUEST_CACHE=off
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
-ASSETS="${DOC2CI_ASSETS:-$HOME/.cache/doc2ci/assets}"
-GGUF="$ASSETS/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+. "$(dirname "$0")/lib.sh"
+bench_uncached
+bench_assets
 K="${MAX_TOKENS:-128}"; THREADS="${THREADS:-2}"
 
 PROFILE="${PROFILE:-release}"

@@ -12,18 +12,10 @@
 #      WAREHOUSE (an existing llm4ci warehouse to reuse; default: built in WORK, which scores 4,350 rows).
 # Output: figures on stdout and in bench/out/stats/summary.txt. Run it on a quiet machine, once, with nice.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+. "$(dirname "$0")/lib.sh"
 DATA="${DOC2CI_LLM4CI:-$(cd .. && pwd)/shared/data/llm4ci}"
 SECTIONS="${SECTIONS:-real synthetic${SCALE_CONFIG:+ scale}}"
-WORK="${WORK:-$(mktemp -d /tmp/doc2ci-stats.XXXXXX)}"
-OUT=bench/out/stats
-mkdir -p "$OUT" "$WORK"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-say() { echo "$*" | tee -a "$SUMMARY"; }
-now() { date +%s.%N; }
-py() { python3 -c "$@"; }
+bench_init stats
 BIN="$CARGO_TARGET_DIR/release/doc2ci"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   flock /tmp/doc2ci-cargo.lock cargo build --quiet --release --bin doc2ci
