@@ -147,9 +147,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                 original: model.clone(),
                 round,
                 pairs: g.part(dedupe).clone(),
-                gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
-                vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
-                lints: ls.iter().map(|&i| g.part(i).clone()).collect(),
+                earlier: Earlier::of(g, &gs, &vs, &ls),
             };
             let part = Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&format!("round-{round}"));
             let gk = g.add(
@@ -174,9 +172,7 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             service: service.clone(),
             model: model_name.clone(),
             repairer: repairer.name.clone(),
-            gens: gs.iter().map(|&i| g.part(i).clone()).collect(),
-            vals: vs.iter().map(|&i| g.part(i).clone()).collect(),
-            lints: ls.iter().map(|&i| g.part(i).clone()).collect(),
+            rounds: Earlier::of(g, &gs, &vs, &ls),
         };
         let mut deps = gs.clone();
         deps.extend(&vs);
@@ -193,21 +189,37 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
 /// lint errors.
 type Rounds = (Vec<Vec<Generation>>, Vec<Vec<Validation>>, Vec<Vec<Validation>>, doc2ci_repair::LintErrors);
 
-fn rounds(cx: &Ctx, gens: &[Partition], vals: &[Partition], lints: &[Partition]) -> Result<Rounds> {
-    let (mut g_rows, mut v_rows, mut merged, mut errors) = (Vec::new(), Vec::new(), Vec::new(), Default::default());
-    for (k, (gp, vp)) in gens.iter().zip(vals).enumerate() {
-        g_rows.push(cx.read(gp)?);
-        let v: Vec<Validation> = cx.read(vp)?;
-        if let Some(lp) = lints.get(k) {
-            let l: Vec<Lint> = cx.read(lp)?;
-            let (m, e) = doc2ci_repair::with_lint(&v, &l);
-            merged.push(m);
-            // The newest round's findings are what the next prompt quotes.
-            errors = e;
-        }
-        v_rows.push(v);
+/// The partitions of rounds already declared: what a round (or the summary) reads, never part
+/// of its key (the engine keys it by these partitions' contents).
+struct Earlier {
+    gens: Vec<Partition>,
+    vals: Vec<Partition>,
+    /// One lint partition per round with lint feedback, else empty.
+    lints: Vec<Partition>,
+}
+
+impl Earlier {
+    fn of(g: &Graph, gens: &[usize], vals: &[usize], lints: &[usize]) -> Earlier {
+        let parts = |ids: &[usize]| ids.iter().map(|&i| g.part(i).clone()).collect();
+        Earlier { gens: parts(gens), vals: parts(vals), lints: parts(lints) }
     }
-    Ok((g_rows, v_rows, merged, errors))
+
+    fn read(&self, cx: &Ctx) -> Result<Rounds> {
+        let (mut g_rows, mut v_rows, mut merged, mut errors) = (Vec::new(), Vec::new(), Vec::new(), Default::default());
+        for (k, (gp, vp)) in self.gens.iter().zip(&self.vals).enumerate() {
+            g_rows.push(cx.read(gp)?);
+            let v: Vec<Validation> = cx.read(vp)?;
+            if let Some(lp) = self.lints.get(k) {
+                let l: Vec<Lint> = cx.read(lp)?;
+                let (m, e) = doc2ci_repair::with_lint(&v, &l);
+                merged.push(m);
+                // The newest round's findings are what the next prompt quotes.
+                errors = e;
+            }
+            v_rows.push(v);
+        }
+        Ok((g_rows, v_rows, merged, errors))
+    }
 }
 
 #[derive(Serialize)]
@@ -220,12 +232,7 @@ struct Repair {
     #[serde(skip)]
     pairs: Partition,
     #[serde(skip)]
-    gens: Vec<Partition>,
-    #[serde(skip)]
-    vals: Vec<Partition>,
-    #[serde(skip)]
-    /// One lint partition per earlier round with lint feedback, else empty.
-    lints: Vec<Partition>,
+    earlier: Earlier,
 }
 
 impl Job for Repair {
@@ -236,8 +243,8 @@ impl Job for Repair {
         let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
         pairs.sort_by_key(|p| p.position);
         let by_id: HashMap<&str, &Pair> = pairs.iter().map(|p| (p.pair_id.as_str(), p)).collect();
-        let (g_rows, v_rows, merged, lint_errors) = rounds(cx, &self.gens, &self.vals, &self.lints)?;
-        let judged = if self.lints.is_empty() { &v_rows } else { &merged };
+        let (g_rows, v_rows, merged, lint_errors) = self.earlier.read(cx)?;
+        let judged = if self.earlier.lints.is_empty() { &v_rows } else { &merged };
         let latest = doc2ci_repair::latest(&g_rows, judged);
         // The original task as the model was asked it.
         let prompter = Prompter::new(display, &pairs, prompt_options(self.original.gen()));
@@ -271,18 +278,14 @@ struct Summary {
     model: String,
     repairer: String,
     #[serde(skip)]
-    gens: Vec<Partition>,
-    #[serde(skip)]
-    vals: Vec<Partition>,
-    #[serde(skip)]
-    lints: Vec<Partition>,
+    rounds: Earlier,
 }
 
 impl Job for Summary {
     fn run(&self, cx: &Ctx) -> Result<Output> {
-        let (g_rows, v_rows, merged, _) = rounds(cx, &self.gens, &self.vals, &self.lints)?;
+        let (g_rows, v_rows, merged, _) = self.rounds.read(cx)?;
         let mut rows = doc2ci_repair::summary(&self.service, &self.model, &self.repairer, "schema", &g_rows, &v_rows);
-        if !self.lints.is_empty() {
+        if !self.rounds.lints.is_empty() {
             rows.extend(doc2ci_repair::summary(
                 &self.service,
                 &self.model,
