@@ -47,6 +47,7 @@
 //! and lists what it finds beyond these.
 
 mod build;
+mod cursor;
 mod json;
 mod num;
 mod pykey;

@@ -2,6 +2,7 @@
 //! YAML 1.2 and its `SafeConstructor` (not the spec's stricter core-schema regexes): that is
 //! what the peer loads, so `1_000` is an int, `017` is decimal 17 and `2024-01-02` a date.
 
+use crate::cursor::Cursor;
 use crate::num::{Int, PY_MAX_STR_DIGITS};
 use crate::timestamp::Timestamp;
 use crate::Value;
@@ -15,37 +16,6 @@ pub(crate) enum Resolved {
     ValueKey,
 }
 
-struct P<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl P<'_> {
-    fn sign(&mut self) {
-        if matches!(self.s.get(self.i), Some(b'-' | b'+')) {
-            self.i += 1;
-        }
-    }
-    fn eat(&mut self, c: u8) -> bool {
-        if self.s.get(self.i) == Some(&c) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
-    fn many(&mut self, f: impl Fn(u8) -> bool) -> usize {
-        let start = self.i;
-        while self.i < self.s.len() && f(self.s[self.i]) {
-            self.i += 1;
-        }
-        self.i - start
-    }
-    fn end(&self) -> bool {
-        self.i == self.s.len()
-    }
-}
-
 fn digit_(c: u8) -> bool {
     c.is_ascii_digit() || c == b'_'
 }
@@ -53,11 +23,11 @@ fn digit_(c: u8) -> bool {
 /// ruamel's YAML 1.2 float regex.
 fn is_float(t: &str) -> bool {
     let s = t.as_bytes();
-    let alt = |f: &dyn Fn(&mut P) -> bool| {
-        let mut p = P { s, i: 0 };
+    let alt = |f: &dyn Fn(&mut Cursor) -> bool| {
+        let mut p = Cursor::new(s);
         f(&mut p) && p.end()
     };
-    let exp = |p: &mut P, sign_required: bool| {
+    let exp = |p: &mut Cursor, sign_required: bool| {
         let save = p.i;
         if p.eat(b'e') || p.eat(b'E') {
             let signed = p.eat(b'-') || p.eat(b'+');
@@ -99,28 +69,17 @@ fn is_float(t: &str) -> bool {
         true
     }) || alt(&|p| {
         p.sign();
-        p.eat(b'.') && (p.eat_str("inf") || p.eat_str("Inf") || p.eat_str("INF"))
+        p.eat(b'.') && (p.eat_str(b"inf") || p.eat_str(b"Inf") || p.eat_str(b"INF"))
     }) || matches!(t, ".nan" | ".NaN" | ".NAN")
-}
-
-impl P<'_> {
-    fn eat_str(&mut self, w: &str) -> bool {
-        if self.s[self.i..].starts_with(w.as_bytes()) {
-            self.i += w.len();
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// ruamel's YAML 1.2 int regex.
 fn is_int(t: &str) -> bool {
     let s = t.as_bytes();
     let alt = |prefix: &str, f: fn(u8) -> bool| {
-        let mut p = P { s, i: 0 };
+        let mut p = Cursor::new(s);
         p.sign();
-        p.eat_str(prefix) && p.many(|c| f(c) || c == b'_') > 0 && p.end()
+        p.eat_str(prefix.as_bytes()) && p.many(|c| f(c) || c == b'_') > 0 && p.end()
     };
     alt("0b", |c| c == b'0' || c == b'1')
         || alt("0o", |c| (b'0'..=b'7').contains(&c))

@@ -1,5 +1,7 @@
 //! `!!timestamp`, as ruamel.yaml's safe loader resolves and constructs it (Python `date`/`datetime`).
 
+use crate::cursor::Cursor;
+
 /// A date or date-time; `python_str` prints what Python's `str()` (and so `json.dumps(default=str)`) does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Timestamp {
@@ -19,11 +21,6 @@ pub struct TimeOfDay {
     pub offset_minutes: Option<i32>,
 }
 
-struct Cursor<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
 impl Cursor<'_> {
     fn digits(&mut self, min: usize, max: usize) -> Option<u32> {
         let start = self.i;
@@ -35,23 +32,8 @@ impl Cursor<'_> {
         }
         std::str::from_utf8(&self.s[start..self.i]).ok()?.parse().ok()
     }
-    fn eat(&mut self, c: u8) -> bool {
-        if self.s.get(self.i) == Some(&c) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
     fn blanks(&mut self) -> usize {
-        let start = self.i;
-        while matches!(self.s.get(self.i), Some(b' ' | b'\t')) {
-            self.i += 1;
-        }
-        self.i - start
-    }
-    fn done(&self) -> bool {
-        self.i == self.s.len()
+        self.many(|c| matches!(c, b' ' | b'\t'))
     }
 }
 
@@ -78,7 +60,7 @@ enum RawTz {
 /// Matches ruamel's construction regex (`util.timestamp_regexp`); `strict_date` adds the
 /// resolver's rule that a date without a time has two-digit month and day.
 fn scan(text: &str, strict_date: bool) -> Option<Raw> {
-    let mut c = Cursor { s: text.as_bytes(), i: 0 };
+    let mut c = Cursor::new(text.as_bytes());
     let year = c.digits(4, 4)?;
     if !c.eat(b'-') {
         return None;
@@ -92,7 +74,7 @@ fn scan(text: &str, strict_date: bool) -> Option<Raw> {
     let day_start = c.i;
     let day = c.digits(1, 2)?;
     let day_len = c.i - day_start;
-    if c.done() {
+    if c.end() {
         if strict_date && (month_len != 2 || day_len != 2) {
             return None;
         }
@@ -119,7 +101,7 @@ fn scan(text: &str, strict_date: bool) -> Option<Raw> {
         fraction = Some(text[start..c.i].to_string());
     }
     let mut tz = None;
-    if !c.done() {
+    if !c.end() {
         c.blanks();
         if c.eat(b'Z') {
             tz = Some(RawTz::Z);
@@ -135,7 +117,7 @@ fn scan(text: &str, strict_date: bool) -> Option<Raw> {
             let m = if c.eat(b':') { c.digits(2, 2)? } else { 0 };
             tz = Some(RawTz::Offset { sign, hours: h, minutes: m });
         }
-        if !c.done() {
+        if !c.end() {
             return None;
         }
     }
