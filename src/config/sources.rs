@@ -80,11 +80,9 @@ pub(super) fn sources(
             }
         }
         let span = e.span.clone();
-        let src = if crawl {
-            crawl_source(cx, span.clone(), c.name, service, e.rest(cx)?, profiles)?
-        } else {
-            import_source(cx, span.clone(), c.name, service, e.rest(cx)?)?
-        };
+        let head = Head { span: span.clone(), name: c.name, service };
+        let src =
+            if crawl { crawl_source(cx, head, e.rest(cx)?, profiles)? } else { import_source(cx, head, e.rest(cx)?)? };
         if sources.iter().any(|x| x.name == src.name) {
             return cx.err(span, "sources.name", format!("duplicate source name `{}`: give one a `name`", src.name));
         }
@@ -93,13 +91,15 @@ pub(super) fn sources(
     Ok(sources)
 }
 
-fn import_source(
-    cx: &Ctx,
+/// What every kind of source entry has: where it is written, its `name`, its service.
+struct Head {
     span: std::ops::Range<usize>,
     name: Option<Spanned<String>>,
     service: String,
-    s: FileKeys,
-) -> Result<Source> {
+}
+
+fn import_source(cx: &Ctx, head: Head, s: FileKeys) -> Result<Source> {
+    let Head { span, name, service } = head;
     let (full, format) =
         s.file_and_format(cx, span, "sources", "missing: an import source needs a file", "benchmark")?;
     let path = s.path.as_ref().expect("file_and_format checked it");
@@ -132,12 +132,11 @@ fn import_source(
 /// A `kind = "crawl"` source checked against its profile.
 fn crawl_source(
     cx: &Ctx,
-    span: std::ops::Range<usize>,
-    name: Option<Spanned<String>>,
-    service: String,
+    head: Head,
     s: CrawlKeys,
     profiles: &BTreeMap<String, Spanned<toml::Table>>,
 ) -> Result<Source> {
+    let Head { span, name, service } = head;
     let Some(pname) = s.profile else {
         return cx.err(span, "sources.profile", "missing: a crawl source names its site profile (`[profiles.NAME]`)");
     };
