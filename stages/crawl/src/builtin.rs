@@ -24,6 +24,12 @@ fn list(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// What a documentation site wraps each page's content in (navigation, side bars, footers,
+/// buttons, icons), then `extra`: the site's own.
+fn chrome(extra: &[&str]) -> Vec<String> {
+    list(&[&["nav", "aside", "footer", "button", "svg"], extra].concat())
+}
+
 /// A built-in profile by name.
 pub fn builtin(name: &str) -> Option<Profile> {
     let mut prose = crate::default_prose_blocks();
@@ -78,12 +84,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 keep_query: false,
                 sitemap: false,
                 content_root: ".docs-content, .article-content, main".into(),
-                remove: list(&[
-                    "nav",
-                    "aside",
-                    "footer",
-                    "button",
-                    "svg",
+                remove: chrome(&[
                     "a.anchor",
                     ".help-feedback",
                     "[data-vue-app=\"survey-banner\"]",
@@ -131,12 +132,7 @@ pub fn builtin(name: &str) -> Option<Profile> {
                 keep_query: false,
                 sitemap: false,
                 content_root: "article.doc".into(),
-                remove: list(&[
-                    "nav",
-                    "aside",
-                    "footer",
-                    "button",
-                    "svg",
+                remove: chrome(&[
                     ".platform-badge",
                     "[data-dropdown]",
                     "h1.page > span",
