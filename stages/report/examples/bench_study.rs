@@ -174,16 +174,8 @@ fn browser_rows(units: &[Unit]) -> (Vec<Pair>, Vec<Generation>, Vec<Validation>,
             sample: u.sample,
             round: u.round,
             output: Some(yaml(i, 10 + i % 5)),
-            raw_output: None,
-            latency_ms: None,
-            prompt_tokens: None,
-            completion_tokens: None,
-            error: None,
-            degenerate: false,
-            degenerate_kind: None,
             finish_reason: Some("stop".into()),
-            attempts: None,
-            cost: None,
+            ..Generation::default()
         });
         let schema_ok = flag("schema_ok");
         vals.push(Validation {

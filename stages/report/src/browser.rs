@@ -242,16 +242,7 @@ mod tests {
             sample: 0,
             round,
             output: Some(out.into()),
-            raw_output: None,
-            latency_ms: None,
-            prompt_tokens: None,
-            completion_tokens: None,
-            error: None,
-            degenerate: false,
-            degenerate_kind: None,
-            finish_reason: None,
-            attempts: None,
-            cost: None,
+            ..Generation::default()
         }
     }
 

@@ -168,35 +168,9 @@ pub fn headline(inp: &Input, means: &crate::Means, models: &[&str]) -> Option<St
                     )))
                     .expect("label");
             }
-            let mut ladder = ChartBuilder::on(down)
-                .margin(10)
-                .x_label_area_size(35)
-                .y_label_area_size(45)
-                .build_cartesian_2d(-0.3f64..(steps.len() as f64 - 0.7), 0f64..100f64)
-                .expect("chart");
-            ladder
-                .configure_mesh()
-                .y_desc(if i == 0 { "Valid at this step (%)" } else { "" })
-                .x_labels(steps.len())
-                .x_label_formatter(&|x| {
-                    let j = x.round() as i64;
-                    match (x - j as f64).abs() < 1e-6 && (0..steps.len() as i64).contains(&j) {
-                        true => steps[j as usize].1.to_string(),
-                        false => String::new(),
-                    }
-                })
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .expect("mesh");
-            for (k, m) in models.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = steps
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(j, (metric, _))| means.mean(svc, metric, m).map(|v| (j as f64, v * 100.0)))
-                    .collect();
-                let col = Palette99::pick(k).to_rgba();
-                ladder.draw_series(LineSeries::new(pts, col.stroke_width(2))).expect("line");
-            }
+            let y_desc = if i == 0 { "Valid at this step (%)" } else { "" };
+            let panel = crate::lint::Panel { caption: None, margin: 10, y_desc, legend: false };
+            crate::lint::ladder_panel(down, &steps, svc, models, means, &panel);
         }
         root.present().expect("svg");
     }

@@ -71,6 +71,76 @@ pub fn tables(inp: &Input, means: &Means, models: &[&str]) -> Vec<Table> {
     out
 }
 
+/// How one ladder panel looks where it is drawn.
+pub(crate) struct Panel<'a> {
+    pub caption: Option<&'a str>,
+    pub margin: u32,
+    pub y_desc: &'a str,
+    /// Each model's name by its line (the headline names them on the plane above instead).
+    pub legend: bool,
+}
+
+/// One service's ladder: the share of each model's outputs passing each of `steps` (of
+/// [`LADDER`], in its order), a line per model coloured by its place in `models`.
+pub(crate) fn ladder_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    steps: &[(&str, &str)],
+    svc: &str,
+    models: &[&str],
+    means: &Means,
+    p: &Panel,
+) {
+    let mut builder = ChartBuilder::on(area);
+    if let Some(c) = p.caption {
+        builder.caption(c, ("sans-serif", 16));
+    }
+    let mut chart = builder
+        .margin(p.margin)
+        .x_label_area_size(35)
+        .y_label_area_size(45)
+        .build_cartesian_2d(-0.3f64..(steps.len() as f64 - 0.7), 0f64..100f64)
+        .expect("chart");
+    chart
+        .configure_mesh()
+        .y_desc(p.y_desc)
+        .x_labels(steps.len())
+        .x_label_formatter(&|x| {
+            let i = x.round() as i64;
+            match (x - i as f64).abs() < 1e-6 && (0..steps.len() as i64).contains(&i) {
+                true => steps[i as usize].1.to_string(),
+                false => String::new(),
+            }
+        })
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .expect("mesh");
+    for (k, m) in models.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (metric, _))| means.mean(svc, metric, m).map(|v| (i as f64, v * 100.0)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let col = Palette99::pick(k).to_rgba();
+        let line = chart.draw_series(LineSeries::new(pts, col.stroke_width(2))).expect("line");
+        if p.legend {
+            line.label(m.to_string())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
+        }
+    }
+    if p.legend {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerLeft)
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()
+            .expect("legend");
+    }
+}
+
 /// The ladder figure: one panel per service, one line per model across the steps.
 pub fn ladder(inp: &Input, means: &Means, models: &[&str]) -> Option<String> {
     let services: Vec<(&String, &String)> =
@@ -85,51 +155,8 @@ pub fn ladder(inp: &Input, means: &Means, models: &[&str]) -> Option<String> {
         root.fill(&WHITE).expect("svg");
         let panels = root.split_evenly((1, services.len()));
         for (area, (svc, disp)) in panels.iter().zip(&services) {
-            let mut chart = ChartBuilder::on(area)
-                .caption(disp.as_str(), ("sans-serif", 16))
-                .margin(12)
-                .x_label_area_size(35)
-                .y_label_area_size(45)
-                .build_cartesian_2d(-0.3f64..(LADDER.len() as f64 - 0.7), 0f64..100f64)
-                .expect("chart");
-            chart
-                .configure_mesh()
-                .y_desc("% of outputs")
-                .x_labels(LADDER.len())
-                .x_label_formatter(&|x| {
-                    let i = x.round() as i64;
-                    if (x - i as f64).abs() < 1e-6 && (0..LADDER.len() as i64).contains(&i) {
-                        LADDER[i as usize].1.to_string()
-                    } else {
-                        String::new()
-                    }
-                })
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .expect("mesh");
-            for (k, m) in models.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = LADDER
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, (metric, _))| means.mean(svc, metric, m).map(|v| (i as f64, v * 100.0)))
-                    .collect();
-                if pts.is_empty() {
-                    continue;
-                }
-                let col = Palette99::pick(k).to_rgba();
-                chart
-                    .draw_series(LineSeries::new(pts, col.stroke_width(2)))
-                    .expect("line")
-                    .label(m.to_string())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], col.stroke_width(2)));
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerLeft)
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()
-                .expect("legend");
+            let panel = Panel { caption: Some(disp.as_str()), margin: 12, y_desc: "% of outputs", legend: true };
+            ladder_panel(area, &LADDER, svc, models, means, &panel);
         }
         root.present().expect("svg");
     }
