@@ -28,6 +28,7 @@ import sacrebleu
 import zss
 
 from peers import metric_cases as cases
+from peers.zss_tree import yaml_tree
 
 _COMMENT = re.compile(r'(?<!["\'])#.*')
 
@@ -120,32 +121,11 @@ def is_null(v):
 
 
 def build_tree(x):
-    root = zss.Node("root")
     try:
         v = tree_yaml().load(clean(x))
     except Exception:
-        return root, 1
-    count = [1]
-
-    def attach(parent, v):
-        if isinstance(v, dict):
-            kids = [(label(k), val) for k, val in v.items()]
-        elif isinstance(v, list):
-            kids = [(f"item_{i}", item) for i, item in enumerate(v)]
-        elif is_null(v):
-            return
-        else:
-            parent.addkid(zss.Node(label(v)))
-            count[0] += 1
-            return
-        for lab, val in kids:
-            n = zss.Node(lab)
-            parent.addkid(n)
-            count[0] += 1
-            attach(n, val)
-
-    attach(root, v)
-    return root, count[0]
+        return zss.Node("root"), 1
+    return yaml_tree(zss, v, label, is_null)
 
 
 def unit_label_dist(a, b):

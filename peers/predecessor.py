@@ -44,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 
 from peers import LLM4CI
+from peers.zss_tree import yaml_tree
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -178,36 +179,16 @@ def canon(yaml, loader, c):
 
 
 def build_tree(zss, yaml, loader, c):
-    root = zss.Node("root")
     ok, v = load_yaml(yaml, loader, c)
     if not ok:
-        return root, 1
-    count = [1]
+        return zss.Node("root"), 1
 
     def label(x):
         if isinstance(x, bool):
             return "true" if x else "false"
         return x if isinstance(x, str) else str(x)
 
-    def attach(parent, v):
-        if isinstance(v, dict):
-            kids = [(label(k), val) for k, val in v.items()]
-        elif isinstance(v, list):
-            kids = [(f"item_{i}", item) for i, item in enumerate(v)]
-        elif v is None:
-            return
-        else:
-            parent.addkid(zss.Node(label(v)))
-            count[0] += 1
-            return
-        for lab, val in kids:
-            n = zss.Node(lab)
-            parent.addkid(n)
-            count[0] += 1
-            attach(n, val)
-
-    attach(root, v)
-    return root, count[0]
+    return yaml_tree(zss, v, label)
 
 
 def unit_label_dist(a, b):
