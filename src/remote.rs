@@ -314,6 +314,7 @@ fn local_files(root: &Path) -> Result<BTreeSet<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use doc2ci_testkit::files as tree;
 
     /// A warehouse with one table file `name` holding `body`.
     fn warehouse(dir: &Path, files: &[(&str, &str)]) -> Warehouse {
@@ -323,21 +324,6 @@ mod tests {
             std::fs::write(p, body).unwrap();
         }
         Warehouse::new(dir)
-    }
-
-    fn tree(root: &Path) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                if e.path().is_dir() {
-                    stack.push(e.path());
-                } else {
-                    out.insert(e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned());
-                }
-            }
-        }
-        out
     }
 
     fn url(p: &Path) -> String {

@@ -324,7 +324,6 @@ mod tests {
     const MODELS: TableDef = TableDef { name: "models", partition_cols: &[] };
     const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["service", "model"] };
     use doc2ci_rows::ModelRow;
-    use serde::Deserialize;
 
     #[test]
     fn write_swap_and_read_back() {
@@ -354,46 +353,13 @@ mod tests {
     #[test]
     fn scores_files_are_those_of_the_struct_with_a_field_per_metric() {
         use doc2ci_rows::{MetricKind, MetricValue, Score};
+        use doc2ci_testkit::{OldScore, OLD_METRICS};
         use std::borrow::Cow;
 
-        #[derive(Serialize, Deserialize)]
-        struct OldScore {
-            pair_id: String,
-            service: String,
-            model: String,
-            sample: u32,
-            round: u32,
-            cosine: f64,
-            euclidean: f64,
-            bleu: f64,
-            crystal_bleu: f64,
-            rouge_l: f64,
-            chrf: f64,
-            tree_edit: f64,
-            levenshtein: f64,
-            exact: bool,
-            kv_exact: f64,
-            kv_wildcard: f64,
-            #[serde(default)]
-            truncated: bool,
-        }
         // The registry's metrics that the old struct had (a metric registered later adds a column).
-        let old_metrics = [
-            "cosine",
-            "euclidean",
-            "bleu",
-            "crystal_bleu",
-            "rouge_l",
-            "chrf",
-            "tree_edit",
-            "levenshtein",
-            "exact",
-            "kv_exact",
-            "kv_wildcard",
-        ];
         let infos: Vec<_> =
-            doc2ci_score::metric_infos().iter().copied().filter(|m| old_metrics.contains(&m.name)).collect();
-        assert_eq!(infos.iter().map(|m| m.name).collect::<Vec<_>>(), old_metrics);
+            doc2ci_score::metric_infos().iter().copied().filter(|m| OLD_METRICS.contains(&m.name)).collect();
+        assert_eq!(infos.iter().map(|m| m.name).collect::<Vec<_>>(), OLD_METRICS);
         let rows: Vec<Score> = (0..5u32)
             .map(|i| Score {
                 pair_id: format!("p{i}"),
@@ -415,31 +381,7 @@ mod tests {
                 truncated: i == 2,
             })
             .collect();
-        let old: Vec<OldScore> = rows
-            .iter()
-            .map(|s| {
-                let f = |m: &str| s.get(m).unwrap().as_f64();
-                OldScore {
-                    pair_id: s.pair_id.clone(),
-                    service: s.service.clone(),
-                    model: s.model.clone(),
-                    sample: s.sample,
-                    round: s.round,
-                    cosine: f("cosine"),
-                    euclidean: f("euclidean"),
-                    bleu: f("bleu"),
-                    crystal_bleu: f("crystal_bleu"),
-                    rouge_l: f("rouge_l"),
-                    chrf: f("chrf"),
-                    tree_edit: f("tree_edit"),
-                    levenshtein: f("levenshtein"),
-                    exact: f("exact") == 1.0,
-                    kv_exact: f("kv_exact"),
-                    kv_wildcard: f("kv_wildcard"),
-                    truncated: s.truncated,
-                }
-            })
-            .collect();
+        let old: Vec<OldScore> = rows.iter().map(OldScore::of).collect();
         let dir = tempfile::tempdir().unwrap();
         let wh = Warehouse::new(dir.path());
         let p = Partition::new(SCORES, &["github-actions", "m"]);

@@ -29,6 +29,31 @@ pub fn write_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
     )
 }
 
+/// A study of `pairs` (JSONL rows) and one imported model `model` answering them (`outputs`) for
+/// `service` (name, display), with `extra` appended; the files are written into `d`.
+pub fn jsonl_study(
+    d: &Path,
+    (service, display): (&str, &str),
+    model: &str,
+    (pairs, outputs): (&[serde_json::Value], &[serde_json::Value]),
+    extra: &str,
+) -> PathBuf {
+    let lines = |rows: &[serde_json::Value]| rows.iter().map(|r| r.to_string() + "\n").collect::<String>();
+    std::fs::write(d.join("pairs.jsonl"), lines(pairs)).unwrap();
+    std::fs::write(d.join("outputs.jsonl"), lines(outputs)).unwrap();
+    let cfg = d.join("pipeline.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"{service}\"\ndisplay = \"{display}\"\n\n\
+             [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"pairs.jsonl\"\nservice = \"{service}\"\n\n\
+             [[models]]\nname = \"{model}\"\nbackend = \"import\"\nformat = \"jsonl\"\npath = \"outputs.jsonl\"\nsource = \"docs\"\n\n{extra}"
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
 /// The same study with validate, lint and score on.
 pub fn write_quality_config(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
     study(dir, models, extra)

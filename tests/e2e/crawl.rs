@@ -65,22 +65,8 @@ pub(crate) fn rows(wh: &Path, table: &str, cols: &str, order: &str) -> Vec<Value
 type Key = (String, String, String, String, String, u64);
 
 fn golden_pairs(profile: &str, backend: &str) -> Vec<Key> {
-    golden()["pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["profile"] == profile && p["backends"].as_array().unwrap().iter().any(|b| b == backend))
-        .map(|p| {
-            (
-                p["service"].as_str().unwrap().into(),
-                p["url"].as_str().unwrap().into(),
-                p["title"].as_str().unwrap().into(),
-                p["description"].as_str().unwrap().into(),
-                p["reference"].as_str().unwrap().into(),
-                p["position"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    let g = doc2ci_testkit::golden_pairs(profile, backend);
+    g.into_iter().map(|p| (p.service, p.url, p.title, p.description, p.reference, p.position)).collect()
 }
 
 fn crawled_pairs(wh: &Path) -> Vec<Key> {

@@ -16,29 +16,17 @@ fn a_javascript_url_in_an_imported_pair_is_never_a_link() {
         ("data", "data:text/html,<script>alert(1)</script>"),
         ("fine", "https://docs.example.com/actions/quickstart"),
     ];
-    let lines: Vec<String> = pairs
+    let rows: Vec<serde_json::Value> = pairs
         .iter()
         .map(|(id, url)| {
             serde_json::json!({"id": id, "url": url, "title": format!("Pair {id}"), "description": "Build on push.",
                 "reference": format!("on: push\njobs:\n  {id}:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make\n")})
-            .to_string()
         })
         .collect();
-    std::fs::write(d.join("pairs.jsonl"), lines.join("\n") + "\n").unwrap();
-    let outs: Vec<String> = pairs
-        .iter()
-        .map(|(id, _)| serde_json::json!({"id": id, "output": "on: push\njobs: {}\n"}).to_string())
-        .collect();
-    std::fs::write(d.join("outputs.jsonl"), outs.join("\n") + "\n").unwrap();
-    let cfg = d.join("pipeline.toml");
-    std::fs::write(
-        &cfg,
-        "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
-         [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"pairs.jsonl\"\nservice = \"github-actions\"\n\n\
-         [[models]]\nname = \"m\"\nbackend = \"import\"\nformat = \"jsonl\"\npath = \"outputs.jsonl\"\nsource = \"docs\"\n\n\
-         [stages.lint]\nenabled = false\n",
-    )
-    .unwrap();
+    let outs: Vec<serde_json::Value> =
+        pairs.iter().map(|(id, _)| serde_json::json!({"id": id, "output": "on: push\njobs: {}\n"})).collect();
+    let service = ("github-actions", "GitHub Actions");
+    let cfg = jsonl_study(d, service, "m", (&rows, &outs), "[stages.lint]\nenabled = false\n");
     run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let wh = d.join("wh");
     let page = wh.join("report/samples.html");

@@ -9,6 +9,7 @@ use crate::common::*;
 use crate::crawl::{config, docsite};
 use crate::generate::{answering_server, small_docs, study, GENS};
 
+use doc2ci_testkit::files;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -80,22 +81,6 @@ fn two_servers_with_one_model_name_never_share_answers() {
     }
 }
 
-/// Every file under `root`, relative.
-fn files(root: &Path) -> std::collections::BTreeSet<String> {
-    let mut out = std::collections::BTreeSet::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.path().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn the_mirror_never_deletes_what_it_did_not_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,34 +130,21 @@ fn gitlab_prose_and_comment_answers_are_never_lint_clean() {
     let d = dir.path();
     // Three GitLab CI pairs, and a model whose answers are what SmolLM2 gave in the default study:
     // prose, comments only, nothing, and one real job.
-    let pairs: Vec<String> = (0..4)
+    let pairs: Vec<serde_json::Value> = (0..4)
         .map(|i| {
             serde_json::json!({"id": format!("p{i}"), "title": format!("Job {i}"), "description": "Run the tests.",
                 "reference": format!("test{i}:\n  script:\n    - make test\n")})
-            .to_string()
         })
         .collect();
-    std::fs::write(d.join("pairs.jsonl"), pairs.join("\n") + "\n").unwrap();
     let answers = [
         "Here is a GitLab CI configuration that runs the tests as described.",
         "# GitLab CI\n# runs the tests\n",
         "",
         "test:\n  script:\n    - make test\n",
     ];
-    let outs: Vec<String> = answers
-        .iter()
-        .enumerate()
-        .map(|(i, a)| serde_json::json!({"id": format!("p{i}"), "output": a}).to_string())
-        .collect();
-    std::fs::write(d.join("outputs.jsonl"), outs.join("\n") + "\n").unwrap();
-    let cfg = d.join("pipeline.toml");
-    std::fs::write(
-        &cfg,
-        "[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"gitlab-ci\"\ndisplay = \"GitLab CI\"\n\n\
-         [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"pairs.jsonl\"\nservice = \"gitlab-ci\"\n\n\
-         [[models]]\nname = \"smol\"\nbackend = \"import\"\nformat = \"jsonl\"\npath = \"outputs.jsonl\"\nsource = \"docs\"\n",
-    )
-    .unwrap();
+    let outs: Vec<serde_json::Value> =
+        answers.iter().enumerate().map(|(i, a)| serde_json::json!({"id": format!("p{i}"), "output": a})).collect();
+    let cfg = jsonl_study(d, ("gitlab-ci", "GitLab CI"), "smol", (&pairs, &outs), "");
     run_ok(&["run", "--config", cfg.to_str().unwrap()]);
     let rows = duck(
         &d.join("wh"),

@@ -9,15 +9,6 @@ use std::time::{Duration, Instant};
 
 use doc2ci_llm::{Backend, Limits, LlmError, Message, OpenAiConfig, Request};
 
-fn gguf() -> PathBuf {
-    let assets = std::env::var_os("DOC2CI_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
-    let p = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(p.exists(), "{} missing: run `doc2ci setup`", p.display());
-    p
-}
-
 /// The port in the launcher's "listening on http://127.0.0.1:PORT" line (stdout).
 fn listening_port(stdout: std::process::ChildStdout) -> u16 {
     use std::io::BufRead;
@@ -51,7 +42,7 @@ impl LlamaServer {
             .current_dir(root)
             .args(["-m", "peers.llama_server"])
             .args(["--port", &port.to_string(), "--threads", "1", "--alias", "smollm2", "--model"])
-            .arg(gguf())
+            .arg(doc2ci_testkit::gguf())
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 -m peers.llama_server (run scripts/deps.sh: pip xllamacpp)");

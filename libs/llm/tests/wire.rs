@@ -90,6 +90,17 @@ fn limits(retries: u32, timeout_ms: u64) -> Limits {
     Limits { retries, backoff_initial_ms: 10, backoff_max_ms: 50, timeout_ms, ..Limits::default() }
 }
 
+/// An Ollama client of `model` at `url`, without a context size.
+fn ollama_at(url: &str, model: &str, retries: u32) -> std::sync::Arc<dyn doc2ci_llm::Backend> {
+    doc2ci_llm::ollama(OllamaConfig {
+        base_urls: vec![url.into()],
+        model: model.into(),
+        num_ctx: None,
+        limits: limits(retries, 5_000),
+    })
+    .unwrap()
+}
+
 fn openai(urls: &[&String], l: Limits) -> Arc<dyn doc2ci_llm::Backend> {
     doc2ci_llm::openai(OpenAiConfig {
         base_urls: urls.iter().map(|u| format!("{u}/v1")).collect(),
@@ -445,13 +456,7 @@ async fn ollama_native_chat_request_and_reply() {
     let srv = serve(|_, _, s| {
         respond(s, "404 Not Found", "", b"{\"error\":\"model \\\"nope\\\" not found, try pulling it first\"}")
     });
-    let b = doc2ci_llm::ollama(OllamaConfig {
-        base_urls: vec![srv.url.clone()],
-        model: "nope".into(),
-        num_ctx: None,
-        limits: limits(3, 5_000),
-    })
-    .unwrap();
+    let b = ollama_at(&srv.url, "nope", 3);
     let e = b.chat(&req()).await.unwrap_err();
     assert!(matches!(&e, LlmError::Http(m) if m.contains("try pulling it first") && m.contains("/api/chat")), "{e:?}");
 
@@ -459,13 +464,7 @@ async fn ollama_native_chat_request_and_reply() {
     let srv = serve(|_, _, s| {
         respond(s, "200 OK", "", b"{\"message\":{\"role\":\"assistant\",\"content\":\"o\"},\"done\":false}")
     });
-    let b = doc2ci_llm::ollama(OllamaConfig {
-        base_urls: vec![srv.url.clone()],
-        model: "m".into(),
-        num_ctx: None,
-        limits: limits(0, 5_000),
-    })
-    .unwrap();
+    let b = ollama_at(&srv.url, "m", 0);
     bad(b.chat(&req()).await.unwrap_err(), "done=false", &srv.url);
 }
 

@@ -9,18 +9,9 @@ use doc2ci_llm::{Message, Request};
 use doc2ci_smollm::Embedded;
 use serde_json::Value;
 
-fn gguf() -> PathBuf {
-    let assets = std::env::var_os("DOC2CI_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/doc2ci/assets"));
-    let p = assets.join("models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(p.exists(), "{} missing: run `doc2ci setup`", p.display());
-    p
-}
-
 fn model() -> Arc<Embedded> {
     static M: OnceLock<Arc<Embedded>> = OnceLock::new();
-    M.get_or_init(|| Arc::new(Embedded::load(&gguf()).expect("load embedded model"))).clone()
+    M.get_or_init(|| Arc::new(Embedded::load(&doc2ci_testkit::gguf()).expect("load embedded model"))).clone()
 }
 
 fn reference() -> Value {
@@ -171,14 +162,14 @@ async fn backend_adapter_serves_concurrent_requests() {
 fn decoding_reads_the_files_own_q4_blocks_and_writes_no_copy() {
     let m = model();
     assert!(m.weights_source.ends_with("(its own blocks)"), "{}", m.weights_source);
-    let dir = gguf().parent().unwrap().to_path_buf();
+    let dir = doc2ci_testkit::gguf().parent().unwrap().to_path_buf();
     let listing = || {
         let mut v: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
         v.sort();
         v
     };
     let before = listing();
-    let _ = Embedded::load(&gguf()).unwrap();
+    let _ = Embedded::load(&doc2ci_testkit::gguf()).unwrap();
     assert_eq!(listing(), before, "a file was written beside the weights");
 }
 
@@ -191,7 +182,7 @@ fn files_the_kernel_cannot_run_are_refused_with_what_runs_them() {
     let dir = tempfile_dir("q5");
     let q5 = dir.join("smollm2-q5_0.gguf");
     let dev = candle_core::Device::Cpu;
-    let mut r = std::io::BufReader::new(std::fs::File::open(gguf()).unwrap());
+    let mut r = std::io::BufReader::new(std::fs::File::open(doc2ci_testkit::gguf()).unwrap());
     let ct = gguf_file::Content::read(&mut r).unwrap();
     let mut tensors = Vec::new();
     for name in ct.tensor_infos.keys() {
@@ -325,8 +316,8 @@ async fn futures_join(
 /// that prefills each prompt whole gives.
 #[test]
 fn a_shared_prompt_prefix_is_reused_and_changes_no_token() {
-    let reusing = Embedded::load(&gguf()).unwrap();
-    let whole = Embedded::load(&gguf()).unwrap();
+    let reusing = Embedded::load(&doc2ci_testkit::gguf()).unwrap();
+    let whole = Embedded::load(&doc2ci_testkit::gguf()).unwrap();
     whole.reuse_prefixes(false);
     let r = reference();
     let study = messages(&r["chats"][0]["messages"]);

@@ -33,23 +33,8 @@ fn profiles() -> BTreeMap<String, Profile> {
 type Row = (String, String, String, String, u64);
 
 fn golden(profile: &str, backend: &str) -> Vec<Row> {
-    let g: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(site().join("golden-pairs.json")).unwrap()).unwrap();
-    g["pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["profile"] == profile && p["backends"].as_array().unwrap().iter().any(|b| b == backend))
-        .map(|p| {
-            (
-                p["url"].as_str().unwrap().into(),
-                p["title"].as_str().unwrap().into(),
-                p["description"].as_str().unwrap().into(),
-                p["reference"].as_str().unwrap().into(),
-                p["position"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    let g = doc2ci_testkit::golden_pairs(profile, backend);
+    g.into_iter().map(|p| (p.url, p.title, p.description, p.reference, p.position)).collect()
 }
 
 /// Breadth-first over the site's files, as the reference crawl does.

@@ -103,30 +103,10 @@ pub fn score_all<E: From<ScoreError>>(
 mod tests {
     use super::*;
     use crate::{euclidean, score_prepared, MetricValue};
-
-    fn pair(id: &str, reference: &str) -> Pair {
-        Pair {
-            pair_id: id.into(),
-            service: "github-actions".into(),
-            reference: reference.into(),
-            n_copies: 1,
-            source: "s".into(),
-            source_id: id.into(),
-            source_ids: vec![id.into()],
-            ..Pair::default()
-        }
-    }
+    use doc2ci_testkit::pair;
 
     fn generation(pair_id: &str, sample: u32, output: Option<&str>) -> Generation {
-        Generation {
-            pair_id: pair_id.into(),
-            service: "github-actions".into(),
-            model: "m".into(),
-            sample,
-            round: 0,
-            output: output.map(String::from),
-            ..Generation::default()
-        }
+        doc2ci_testkit::generation(pair_id, "m", (sample, 0), output)
     }
 
     /// A deterministic stand-in for the embedder: a text's vector depends on the text only.

@@ -1,40 +1,18 @@
 //! The `scores` table keeps its layout now that metrics are registry data rather than fields of
 //! `doc2ci_rows::Score`: the Arrow schema traced from `Score::template(metric_infos())` (what the
 //! warehouse's `write_like` writes with) equals the one serde_arrow traced from the struct that had
-//! a field per metric (kept below as `OldScore`), the rows become the same arrays, and files of
+//! a field per metric (`doc2ci_testkit::OldScore`), the rows become the same arrays, and files of
 //! either kind read back into the same rows. Equal schema and equal arrays make the Parquet bytes
 //! equal: the writer is a function of them (the warehouse's own test compares the bytes too).
 
 use std::sync::Arc;
 
-use doc2ci_rows::{Generation, MetricValue, Pair, Score};
+use doc2ci_rows::{MetricValue, Score};
 use doc2ci_score::{metric_infos, score_all, ScoreError};
+use doc2ci_testkit::{pair, OldScore, OLD_METRICS};
 use serde::{Deserialize, Serialize};
 use serde_arrow::marrow::{array::Array, datatypes::Field, view::View};
 use serde_arrow::schema::{SchemaLike, TracingOptions};
-
-/// `doc2ci_rows::Score` before the registry, field for field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct OldScore {
-    pair_id: String,
-    service: String,
-    model: String,
-    sample: u32,
-    round: u32,
-    cosine: f64,
-    euclidean: f64,
-    bleu: f64,
-    crystal_bleu: f64,
-    rouge_l: f64,
-    chrf: f64,
-    tree_edit: f64,
-    levenshtein: f64,
-    exact: bool,
-    kv_exact: f64,
-    kv_wildcard: f64,
-    #[serde(default)]
-    truncated: bool,
-}
 
 /// The warehouse's options (`src/warehouse/parquet.rs`, `tracing_options`).
 fn tracing_options() -> TracingOptions {
@@ -49,52 +27,10 @@ fn new_fields() -> Vec<Field> {
     Vec::<Field>::from_samples(&[Score::template(metric_infos())], tracing_options()).unwrap()
 }
 
-fn old_of(s: &Score) -> OldScore {
-    let f = |m: &str| match s.get(m) {
-        Some(MetricValue::Float(v)) => v,
-        other => panic!("{m}: {other:?}"),
-    };
-    OldScore {
-        pair_id: s.pair_id.clone(),
-        service: s.service.clone(),
-        model: s.model.clone(),
-        sample: s.sample,
-        round: s.round,
-        cosine: f("cosine"),
-        euclidean: f("euclidean"),
-        bleu: f("bleu"),
-        crystal_bleu: f("crystal_bleu"),
-        rouge_l: f("rouge_l"),
-        chrf: f("chrf"),
-        tree_edit: f("tree_edit"),
-        levenshtein: f("levenshtein"),
-        exact: s.get("exact") == Some(MetricValue::Bool(true)),
-        kv_exact: f("kv_exact"),
-        kv_wildcard: f("kv_wildcard"),
-        truncated: s.truncated,
-    }
-}
-
 /// Real rows: `score_all` over a few pairs, with a stand-in embedder.
 fn rows() -> Vec<Score> {
-    let pair = |id: &str, reference: &str| Pair {
-        pair_id: id.into(),
-        service: "github-actions".into(),
-        reference: reference.into(),
-        n_copies: 1,
-        source: "s".into(),
-        source_id: id.into(),
-        source_ids: vec![id.into()],
-        ..Pair::default()
-    };
-    let generation = |pair_id: &str, sample: u32, round: u32, output: Option<&str>| Generation {
-        pair_id: pair_id.into(),
-        service: "github-actions".into(),
-        model: "m-1".into(),
-        sample,
-        round,
-        output: output.map(String::from),
-        ..Generation::default()
+    let generation = |pair_id: &str, sample: u32, round: u32, output: Option<&str>| {
+        doc2ci_testkit::generation(pair_id, "m-1", (sample, round), output)
     };
     let pairs = [
         pair("p1", "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest  # any *\n    steps: [{run: make}]\n"),
@@ -120,21 +56,6 @@ fn views(arrays: &[Array]) -> Vec<View<'_>> {
     arrays.iter().map(|a| a.as_view()).collect()
 }
 
-/// The metrics of `OldScore`, in its order.
-const OLD_METRICS: [&str; 11] = [
-    "cosine",
-    "euclidean",
-    "bleu",
-    "crystal_bleu",
-    "rouge_l",
-    "chrf",
-    "tree_edit",
-    "levenshtein",
-    "exact",
-    "kv_exact",
-    "kv_wildcard",
-];
-
 #[test]
 fn the_schema_is_the_one_traced_from_the_struct_with_a_field_per_metric() {
     let (old, new) = (old_fields(), new_fields());
@@ -148,35 +69,15 @@ fn the_schema_is_the_one_traced_from_the_struct_with_a_field_per_metric() {
     assert_eq!(new.len(), old.len() + added.len());
     assert_eq!(new.last().map(|f| f.name.as_str()), Some("truncated"));
     let names: Vec<&str> = old.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "pair_id",
-            "service",
-            "model",
-            "sample",
-            "round",
-            "cosine",
-            "euclidean",
-            "bleu",
-            "crystal_bleu",
-            "rouge_l",
-            "chrf",
-            "tree_edit",
-            "levenshtein",
-            "exact",
-            "kv_exact",
-            "kv_wildcard",
-            "truncated"
-        ]
-    );
+    let key = ["pair_id", "service", "model", "sample", "round"];
+    assert_eq!(names, [&key[..], &OLD_METRICS, &["truncated"]].concat());
 }
 
 #[test]
 fn rows_become_the_old_arrays_and_either_file_reads_back_into_the_same_rows() {
     let fields = new_fields();
     let new_rows = rows();
-    let old_rows: Vec<OldScore> = new_rows.iter().map(old_of).collect();
+    let old_rows: Vec<OldScore> = new_rows.iter().map(OldScore::of).collect();
     let arrays = serde_arrow::to_marrow(&fields, &new_rows).unwrap();
     let old_columns: Vec<Array> = fields
         .iter()
