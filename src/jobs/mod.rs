@@ -37,35 +37,35 @@ pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
 pub use report::Settings as ReportSettings;
 
 /// Every `[stages.NAME]` section, by the type that reads it.
-pub const SECTIONS: &[Sections] = &[
-    Sections::of::<import::Settings>(),
-    Sections::of::<dedupe::Settings>(),
-    Sections::of::<validate::Settings>(),
-    Sections::of::<score::Settings>(),
-    Sections::of::<lint::Settings>(),
-    Sections::of::<crate::crawl::Settings>(),
-    Sections::of::<crate::generation::Settings>(),
-    Sections::of::<repair::Settings>(),
-    Sections::of::<stats::Settings>(),
-    Sections::of::<report::Settings>(),
+pub const SECTIONS: &[SectionType] = &[
+    SectionType::of::<import::Settings>(),
+    SectionType::of::<dedupe::Settings>(),
+    SectionType::of::<validate::Settings>(),
+    SectionType::of::<score::Settings>(),
+    SectionType::of::<lint::Settings>(),
+    SectionType::of::<crate::crawl::Settings>(),
+    SectionType::of::<crate::generation::Settings>(),
+    SectionType::of::<repair::Settings>(),
+    SectionType::of::<stats::Settings>(),
+    SectionType::of::<report::Settings>(),
 ];
 
 /// One section's type, erased: read (and checked) as written, or its defaults.
-pub struct Sections {
+pub struct SectionType {
     pub name: &'static str,
     pub read: fn(&Config) -> Result<serde_json::Value>,
     pub defaults: fn() -> serde_json::Value,
 }
 
-impl Sections {
-    const fn of<T: Section>() -> Sections {
+impl SectionType {
+    const fn of<T: Section>() -> SectionType {
         fn read<T: Section>(cfg: &Config) -> Result<serde_json::Value> {
             Ok(serde_json::to_value(cfg.section::<T>()?)?)
         }
         fn defaults<T: Section>() -> serde_json::Value {
             serde_json::to_value(T::default()).expect("settings serialise")
         }
-        Sections { name: T::NAME, read: read::<T>, defaults: defaults::<T> }
+        SectionType { name: T::NAME, read: read::<T>, defaults: defaults::<T> }
     }
 }
 
