@@ -372,7 +372,7 @@ fn status(config: &Path) -> Result<()> {
     let st = crate::engine::State::load(&wh)?;
     println!("warehouse {}", wh.root.display());
     println!("{:<14} {:>10} {:>11} {:>12}", "table", "rows", "partitions", "bytes");
-    for t in crate::tables::TABLES {
+    for t in crate::jobs::tables::TABLES {
         let parts: Vec<_> = st.partitions.iter().filter(|(k, _)| k.split('/').next() == Some(t.name)).collect();
         if parts.is_empty() {
             continue;
@@ -380,7 +380,7 @@ fn status(config: &Path) -> Result<()> {
         let rows: u64 = parts.iter().map(|(_, p)| p.rows).sum();
         let bytes: u64 = parts
             .iter()
-            .filter_map(|(k, _)| Partition::from_id(crate::tables::TABLES, k))
+            .filter_map(|(k, _)| Partition::from_id(crate::jobs::tables::TABLES, k))
             .filter_map(|p| std::fs::metadata(wh.file(&p)).ok())
             .map(|m| m.len())
             .sum();
@@ -406,7 +406,7 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
     let mut removed = 0usize;
     let plan = p.plan()?;
     for s in &plan.stale {
-        if let Some(part) = Partition::from_id(crate::tables::TABLES, s) {
+        if let Some(part) = Partition::from_id(crate::jobs::tables::TABLES, s) {
             freed += dir_size(&wh.file(&part));
             wh.remove(&part)?;
         }

@@ -14,7 +14,7 @@ use doc2ci_stats::coding::{self, Candidate, Coded};
 use doc2ci_stats::{sample_size, Tier};
 
 use crate::config::Config;
-use crate::tables::{GENERATIONS, MODELS, PAIRS, TABLES};
+use crate::jobs::tables::{GENERATIONS, MODELS, PAIRS, TABLES};
 use crate::warehouse::Warehouse;
 
 pub const SHEET_COLUMNS: &[&str] = &[

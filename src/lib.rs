@@ -5,6 +5,7 @@
 
 pub mod assets;
 pub mod backends;
+pub mod benchmark;
 pub mod cli;
 pub mod code;
 pub mod coding;
@@ -20,7 +21,6 @@ pub mod remote;
 pub mod resources;
 pub mod scratch;
 pub mod sql;
-pub mod tables;
 pub mod ui;
 pub mod warehouse;
 

@@ -14,7 +14,7 @@ use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
-use crate::tables::TABLES;
+use crate::jobs::tables::TABLES;
 use crate::warehouse::Warehouse;
 
 /// Table I's columns up to schema validity, which both definitions of `model_summary` share

@@ -117,7 +117,7 @@ impl std::fmt::Debug for Node {
 pub struct Graph {
     pub nodes: Vec<Node>,
     /// Every table the study may have written, so a partition no node writes any more is
-    /// found and removed (`tables.rs`, handed in by `jobs::declare`: the engine names no table).
+    /// found and removed (`jobs/tables.rs`, handed in by `jobs::declare`: the engine names no table).
     pub tables: &'static [TableDef],
 }
 

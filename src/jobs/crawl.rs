@@ -5,9 +5,9 @@
 use anyhow::Result;
 use serde::Serialize;
 
+use super::tables::PAGES;
 use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::PAGES;
 use crate::warehouse::Partition;
 
 /// The crawl node of source `source`, then its extract nodes.

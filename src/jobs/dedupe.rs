@@ -7,9 +7,9 @@ use anyhow::Result;
 use doc2ci_rows::RawPair;
 use serde::{Deserialize, Serialize};
 
+use super::tables::{PAIRS, PAIRS_RAW};
 use crate::config::{Config, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::{PAIRS, PAIRS_RAW};
 use crate::warehouse::Partition;
 
 /// `[stages.dedupe]`.

@@ -6,9 +6,9 @@ use anyhow::{anyhow, Result};
 use doc2ci_crawl::rows::{code_blocks, extracted, raw_pairs, Origin};
 use serde::Serialize;
 
+use super::tables::{CODE_BLOCKS, PAIRS_RAW};
 use crate::config::Source;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::{CODE_BLOCKS, PAIRS_RAW};
 use crate::warehouse::Partition;
 
 pub fn declare(s: &Source, pages: usize, g: &mut Graph) {

@@ -9,10 +9,10 @@ use doc2ci_generate::Prompter;
 use doc2ci_rows::Pair;
 use serde::Serialize;
 
+use super::tables::{GENERATIONS, PAIRS};
 use crate::config::{Config, GenSettings};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{prompt_options, request, run_items, summary, Asker, Item};
-use crate::tables::{GENERATIONS, PAIRS};
 use crate::warehouse::{Partition, Warehouse};
 
 pub use doc2ci_generate::PROMPT_VERSION;

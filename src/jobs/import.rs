@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use doc2ci_import::{ColumnMap, ImportError, Record};
 use doc2ci_rows::Pair;
 
+use super::tables::{GENERATIONS, PAIRS, PAIRS_RAW};
 use crate::config::{Config, ImportModel, ImportSource, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::{GENERATIONS, PAIRS, PAIRS_RAW};
 use crate::warehouse::Partition;
 
 /// `[stages.import]`.
@@ -53,7 +53,7 @@ impl Section for Settings {
 pub fn declare_pairs(cfg: &Config, source: usize, g: &mut Graph) -> Result<()> {
     let src = &cfg.sources[source];
     let s = src.import().expect("an import source");
-    let file = if s.format == "benchmark" { s.path.join(crate::release::PAIRS_JSONL) } else { s.path.clone() };
+    let file = if s.format == "benchmark" { s.path.join(crate::benchmark::PAIRS_JSONL) } else { s.path.clone() };
     let job = ImportPairs {
         name: src.name.clone(),
         service: src.service.clone(),
@@ -300,7 +300,7 @@ fn records(path: &Path, format: &str, wanted: &[String]) -> Result<Records> {
         }
         "jsonl" => Ok(Box::new(doc2ci_import::jsonl_records(BufReader::new(open_input(path)?)))),
         "benchmark" => {
-            let bytes = crate::release::verified_pairs(path)?;
+            let bytes = crate::benchmark::verified_pairs(path)?;
             Ok(Box::new(doc2ci_import::jsonl_records(std::io::Cursor::new(bytes))))
         }
         "parquet" => parquet_records(path, wanted),

@@ -9,10 +9,10 @@ use doc2ci_rows::{Generation, Pair};
 use doc2ci_validate::Service;
 use serde::{Deserialize, Serialize};
 
+use super::tables::LINTS;
 use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::linters::{self, Limits};
-use crate::tables::LINTS;
 use crate::warehouse::Partition;
 
 /// `[stages.lint]`: each service's own validator and security audit (see README "Lint").

@@ -17,6 +17,7 @@ mod repair;
 mod report;
 mod score;
 mod stats;
+pub mod tables;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -30,7 +31,7 @@ use crate::config::{Config, Section, SourceKind};
 use doc2ci_validate::Service;
 
 use crate::engine::{Graph, Pipeline};
-use crate::tables::{GENERATIONS, PAIRS};
+use tables::{GENERATIONS, PAIRS};
 
 pub use dedupe::Settings as DedupeSettings;
 pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
@@ -140,7 +141,7 @@ impl Quality {
 
 /// Every node of the study, each stage adding to what the earlier ones declared.
 pub fn declare(cfg: &Config) -> Result<Graph> {
-    let mut g = Graph { nodes: Vec::new(), tables: crate::tables::TABLES };
+    let mut g = Graph { nodes: Vec::new(), tables: tables::TABLES };
     // Sources in their declared order: dedupe keeps the first copy of a pair.
     for (i, s) in cfg.sources.iter().enumerate() {
         match &s.kind {

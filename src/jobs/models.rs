@@ -4,9 +4,9 @@ use anyhow::Result;
 use doc2ci_rows::ModelRow;
 use serde::Serialize;
 
+use super::tables::MODELS;
 use crate::config::Config;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::MODELS;
 use crate::warehouse::Partition;
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {

@@ -11,10 +11,10 @@ use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
 use serde::{Deserialize, Serialize};
 
+use super::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 use crate::config::{Config, Model, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{prompt_options, run_items, summary, Asker, Item};
-use crate::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 use crate::warehouse::Partition;
 
 /// `[stages.repair]`: schema-guided repair (SPEC §1).

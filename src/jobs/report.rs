@@ -9,9 +9,9 @@ use doc2ci_rows::{Generation, Pair};
 use doc2ci_stats::study::StatRow;
 use serde::{Deserialize, Serialize};
 
+use super::tables::{GENERATIONS, PAIRS, REPORT, STATS};
 use crate::config::{Config, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::{GENERATIONS, PAIRS, REPORT, STATS};
 use crate::warehouse::Partition;
 
 /// `[stages.report]`: HTML, Markdown, CSV and SVG under `<warehouse>/report/`.

@@ -7,10 +7,10 @@ use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
 use serde::{Deserialize, Serialize};
 
+use super::tables::SCORES;
 use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
-use crate::tables::SCORES;
 use crate::warehouse::Partition;
 
 /// `[stages.score]`: on or off.

@@ -7,9 +7,9 @@ use doc2ci_rows::{Lint, ModelRow, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
 use serde::{Deserialize, Serialize};
 
+use super::tables::{LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 use crate::config::{Config, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::tables::{LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 use crate::warehouse::Partition;
 
 /// `[stages.stats]`: the tests of SPEC §7 over scores and validations.

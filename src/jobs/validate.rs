@@ -9,10 +9,10 @@ use doc2ci_validate::{Service, Validator};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::tables::{PAIR_VALIDATIONS, VALIDATIONS};
 use crate::config::Section;
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::resources;
-use crate::tables::{PAIR_VALIDATIONS, VALIDATIONS};
 use crate::warehouse::Partition;
 
 /// `[stages.validate]`: on or off.

@@ -6,7 +6,7 @@
 //! one step, so a concurrent `read_parquet('scores/**/*.parquet')` sees either the old rows or
 //! the new ones, never both. The rows' encoding is `parquet.rs`.
 //!
-//! What tables a study has is `tables.rs`'s; what the engine remembers of a
+//! What tables a study has is its jobs' (`jobs/tables.rs`); what the engine remembers of a
 //! run (state, run lock, checkpoints) is the engine's (`engine/state.rs`,
 //! `engine/checkpoint.rs`), kept under `_doc2ci/`, outside every table folder.
 

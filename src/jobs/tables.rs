@@ -1,9 +1,11 @@
-//! The study's tables: each one's name, the columns its folders carry and the jobs that write
-//! it, and every table in one list (for `status`, `sql`, `export benchmark`, and the engine's
+//! The jobs' tables: each one's name, the columns its folders carry and the jobs that write it,
+//! and every table in one list (for `status`, `sql`, `export benchmark`, and the engine's
 //! stale-partition sweep, which is handed the list by `jobs::declare` and names no table).
-//! Apart from the jobs because more than jobs read the tables (the release, the open-coding
-//! sheet), and jobs read each other's tables both ways: a table declared in its writer's file
-//! would make its readers import in circles.
+//!
+//! One file beside the jobs rather than a table in its writer's file: jobs read each other's
+//! tables both ways (crawl ↔ extract, import → generate → dedupe → import), and a job's code
+//! version hashes every file it imports (`build.rs`), so a reader importing its writer's file
+//! would re-run whenever the writer's code changed. This file imports nothing but `TableDef`.
 
 use crate::warehouse::TableDef;
 
