@@ -229,6 +229,14 @@ fn traps_config(dir: &Path, origin: &str, backend: &str, keep_query: bool, crawl
     p
 }
 
+/// A fresh folder, the traps site served from it, and the traps study crawling it.
+fn traps_study(backend: &str, keep_query: bool, crawl: &str) -> (tempfile::TempDir, Served, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path());
+    let cfg = traps_config(dir.path(), &served.origin, backend, keep_query, crawl);
+    (dir, served, cfg)
+}
+
 fn path_of(u: &str) -> String {
     // http://127.0.0.1:PORT/traps/x.html → /traps/x.html
     match u.find("://") {
@@ -304,15 +312,7 @@ fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: 
 
 #[test]
 fn http_backend_handles_every_trap() {
-    let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(dir.path());
-    let cfg = traps_config(
-        dir.path(),
-        &served.origin,
-        "http",
-        false,
-        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
-    );
+    let (dir, served, cfg) = traps_study("http", false, "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 2\nretries = 1\nmax_redirects = 5\nmax_page_bytes = 2000000\n");
     let t0 = Instant::now();
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(t0.elapsed() < Duration::from_secs(60), "{out}");
@@ -326,15 +326,7 @@ fn http_backend_handles_every_trap() {
 #[test]
 fn webdriver_backend_handles_every_trap() {
     assert!(has_browser(), "chromium and chromedriver are required (scripts/deps.sh installs them)");
-    let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(dir.path());
-    let cfg = traps_config(
-        dir.path(),
-        &served.origin,
-        "webdriver",
-        false,
-        "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n",
-    );
+    let (dir, served, cfg) = traps_study("webdriver", false, "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 20\nretries = 0\nmax_redirects = 5\nmax_page_bytes = 2000000\n");
     run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     let wh = dir.path().join("wh");
     check_traps(&wh, &served, "webdriver", 1);
@@ -353,11 +345,7 @@ fn webdriver_backend_handles_every_trap() {
 #[test]
 fn webdriver_link_loop_with_query_strings_stops_at_max_pages() {
     assert!(has_browser(), "chromium and chromedriver are required");
-    let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(dir.path());
-    let cfg = traps_config(
-        dir.path(),
-        &served.origin,
+    let (dir, served, cfg) = traps_study(
         "webdriver",
         true,
         "rate_limit = 0\nremote_rate_limit = 1000\ntimeout_secs = 10\nretries = 0\nmax_pages = 16\n",
