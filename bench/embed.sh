@@ -19,22 +19,10 @@ REPEAT="${REPEAT:-1}"
 THREADS="${THREADS:-0}"
 
 python3 - "$DATA" "$OUT/texts.json" <<'PY'
-import csv, gzip, io, json, re, sys
+import json, sys
 from pathlib import Path
+from peers.data import clean, read_csv as rows
 data, out = Path(sys.argv[1]), sys.argv[2]
-rx = re.compile(r"(?<![\"'])#.*")
-def clean(x):
-    lines = []
-    for line in str(x).splitlines():
-        if line.strip().startswith("#"):
-            continue
-        line = rx.sub("", line)
-        if line.strip():
-            lines.append(line.rstrip())
-    return "\n".join(lines)
-def rows(p):
-    with gzip.open(p, "rb") as f:
-        return list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8", newline="")))
 seen, texts = set(), []
 def add(t):
     if t not in seen:

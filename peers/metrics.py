@@ -12,7 +12,6 @@ Usage: metrics_peer.py [--data DIR] [--all]   (JSON on stdout)
 import argparse
 import json
 import math
-import re
 import sys
 import warnings
 from collections import Counter
@@ -28,21 +27,9 @@ import sacrebleu
 import zss
 
 from peers import metric_cases as cases
+from peers.data import clean
 from peers.zss_tree import yaml_tree
 
-_COMMENT = re.compile(r'(?<!["\'])#.*')
-
-
-def clean(x):
-    out = []
-    for line in x.splitlines():
-        if line.strip().startswith("#"):
-            continue
-        line = _COMMENT.sub("", line).rstrip()
-        if not line:
-            continue
-        out.append(line)
-    return "\n".join(out)
 
 
 def lj(x):

@@ -31,8 +31,6 @@ Usage:
 
 import argparse
 import csv
-import gzip
-import io
 import json
 import math
 import os
@@ -44,6 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 from peers import LLM4CI
+from peers.data import clean, read_csv
 from peers.zss_tree import yaml_tree
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -53,21 +52,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 MODELS = ["gpt-4o", "gpt-4.1", "llama3.1-8b", "codellama-7b", "gemma3-12b", "codegemma-7b"]
 DEFAULT_DATA = LLM4CI
 
-_COMMENT = re.compile(r"(?<![\"'])#.*")
 
 
 # --- SPEC §5 text forms ---------------------------------------------------------------------------
-
-def clean(x):
-    out = []
-    for line in str(x).splitlines():
-        if line.strip().startswith("#"):
-            continue
-        line = _COMMENT.sub("", line).rstrip()
-        if line.strip():
-            out.append(line)
-    return "\n".join(out)
-
 
 def lj(c):
     """lj() of an already cleaned text."""
@@ -88,12 +75,7 @@ def normalize_reference(s):
     return "\n".join(lines[start:end])
 
 
-def read_csv_gz(path):
-    with open(path, "rb") as raw:
-        head = raw.read(2)
-    opener = gzip.open if head == b"\x1f\x8b" else open
-    with opener(path, "rb") as f:
-        return list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8", newline="")))
+
 
 
 def kept_pairs(docs_rows, service="github-actions"):
@@ -109,11 +91,11 @@ def kept_pairs(docs_rows, service="github-actions"):
 
 def load_rows(data):
     data = Path(data)
-    pairs = kept_pairs(read_csv_gz(data / "GitHubActions_Docs.csv.gz"))
+    pairs = kept_pairs(read_csv(data / "GitHubActions_Docs.csv.gz"))
     ids = {p["ID"] for p in pairs}
     rows = []
     for m in MODELS:
-        outs = {r["ID"]: r["LLM_YML_Output"] for r in read_csv_gz(data / f"GitHubActions_{m}_output.csv.gz")}
+        outs = {r["ID"]: r["LLM_YML_Output"] for r in read_csv(data / f"GitHubActions_{m}_output.csv.gz")}
         for p in pairs:
             if p["ID"] in outs:
                 rows.append((m, p, outs[p["ID"]]))
