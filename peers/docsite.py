@@ -461,35 +461,35 @@ def extract(doc: Node, profile: dict) -> dict:
     def is_code(node: Node) -> bool:
         return matches(node, yaml_groups) or matches(node, code_groups)
 
-    def own_text(node: Node) -> str:
+    def text_of(node: Node, stand_in) -> str:
+        """The text under `node`; `stand_in(child)` is what an element stands for instead of its
+        text (None: its text)."""
         out: list[str] = []
 
         def push(n: Node):
             for c in n.children:
                 if isinstance(c, str):
                     out.append(c)
-                elif c.tag == "br":
-                    out.append(" ")
-                elif (removed(c) or c.tag in BLOCK_LEVEL or is_code(c) or matches(c, prose_groups)):
-                    out.append(" ")
+                    continue
+                instead = stand_in(c)
+                if instead is None:
+                    push(c)
                 else:
-                    push(c)
-
-        push(node)
-        return collapse("".join(out))
-
-    def block_text(node: Node) -> str:
-        out: list[str] = []
-
-        def push(n: Node):
-            for c in n.children:
-                if isinstance(c, str):
-                    out.append(c)
-                elif not removed(c) and c.tag not in ("script", "style", "template"):
-                    push(c)
+                    out.append(instead)
 
         push(node)
         return "".join(out)
+
+    def own_text(node: Node) -> str:
+        """A prose element's own words: a line break, and a nested block, code or prose element,
+        stand for a space."""
+        boundary = lambda c: (c.tag == "br" or removed(c) or c.tag in BLOCK_LEVEL or is_code(c)
+                              or matches(c, prose_groups))
+        return collapse(text_of(node, lambda c: " " if boundary(c) else None))
+
+    def block_text(node: Node) -> str:
+        """Everything a block says, but removed elements and scripts, styles and templates."""
+        return text_of(node, lambda c: "" if removed(c) or c.tag in ("script", "style", "template") else None)
 
     stack: list[dict] = []  # {"level", "text", "prose": [..]}
     position = 0
