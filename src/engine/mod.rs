@@ -38,6 +38,30 @@ pub struct Output {
     pub output_hash: String,
     pub rows: u64,
     pub note: Option<String>,
+    /// Work the published rows still lack (requests that failed): the next run runs the
+    /// partition again, under the same key, to finish it.
+    pub owed: Option<Owed>,
+}
+
+impl Output {
+    /// The same output, still owing `owed` (None when `owed.count` is 0).
+    pub fn owing(self, owed: Owed) -> Output {
+        Output { owed: (owed.count > 0).then_some(owed), ..self }
+    }
+}
+
+/// What a published partition still owes, in the job's words: `count` units of `what` (e.g. 3
+/// "errored answers to ask again"), said by `plan` as the reason it runs again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Owed {
+    pub count: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Owed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.count, self.what)
+    }
 }
 
 /// One partition of one stage: everything its cache key is made of, and the job that fills it.
@@ -150,6 +174,9 @@ pub struct Ctx<'a> {
     pub node: &'a Node,
     pub key: &'a str,
     pub ui: &'a Ui,
+    /// The partition on disk was published under this very key and runs again only for what it
+    /// owed: its rows still stand ([`Ctx::kept`]).
+    pub owing: bool,
 }
 
 impl Ctx<'_> {
@@ -159,6 +186,15 @@ impl Ctx<'_> {
 
     pub fn read<T: DeserializeOwned>(&self, p: &Partition) -> Result<Vec<T>> {
         self.wh.read(p)
+    }
+
+    /// The rows this partition published under the same key, when it runs again for what it owed
+    /// (none otherwise: another key's rows answer other questions).
+    pub fn kept<T: DeserializeOwned>(&self) -> Result<Vec<T>> {
+        if !self.owing {
+            return Ok(Vec::new());
+        }
+        self.wh.read(&self.node.part)
     }
 
     /// Writes the partition in one atomic step and drops its checkpoint.
@@ -194,7 +230,7 @@ impl Ctx<'_> {
         test_hook("DOC2CI_TEST_STAGE_DELAY_MS");
         let output_hash = write()?;
         test_hook("DOC2CI_TEST_PUBLISHED_DELAY_MS");
-        Ok(Output { output_hash, rows: rows as u64, note })
+        Ok(Output { output_hash, rows: rows as u64, note, owed: None })
     }
 
     /// The partition's checkpoint, resumed: rows of the batches a killed run finished.

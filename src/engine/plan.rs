@@ -157,6 +157,9 @@ impl Pipeline {
         if let Some(why) = st.unpublished(wh, &n.part) {
             return Change::Run(why);
         }
+        if let Some(owed) = &st.owed {
+            return Change::Run(owed.to_string());
+        }
         Change::Current
     }
 
@@ -253,6 +256,7 @@ impl Pipeline {
                     seconds: 0.0,
                     bytes: Some(bytes),
                     mtime_ns,
+                    owed: None,
                 },
             );
         }

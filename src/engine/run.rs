@@ -104,6 +104,13 @@ impl Pipeline {
                 let n = &self.nodes[id];
                 ui.info(&format!("run {} ({reason})", n.label()));
                 let key = Self::key(n, &inputs);
+                // Published under this key and run again for what it owed: its rows still stand.
+                let owing = state
+                    .lock()
+                    .unwrap()
+                    .partitions
+                    .get(&n.part.id())
+                    .is_some_and(|p| p.key == key && p.owed.is_some() && p.unpublished(&wh, &n.part).is_none());
                 let node = n.clone();
                 let root = wh.root.clone();
                 let child = ui.child();
@@ -115,7 +122,7 @@ impl Pipeline {
                         // A job that panics fails its own partition; every other one goes on, and
                         // the state of those that finished is kept.
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            node.job.run(&Ctx { wh: &wh, node: &node, key: &key, ui: &child })
+                            node.job.run(&Ctx { wh: &wh, node: &node, key: &key, ui: &child, owing })
                         }))
                         .unwrap_or_else(|p| {
                             let msg = p
@@ -159,6 +166,7 @@ impl Pipeline {
                         seconds: secs,
                         bytes,
                         mtime_ns,
+                        owed: out.owed.clone(),
                     };
                     let mut st = state.lock().unwrap();
                     st.partitions.insert(n.part.id(), ps);
@@ -172,6 +180,9 @@ impl Pipeline {
                         secs,
                         out.note.map(|s| format!(" ({s})")).unwrap_or_default()
                     ));
+                    if let Some(owed) = &out.owed {
+                        ui.info(&format!("{}: {owed} on the next run", n.label()));
+                    }
                 }
                 Err(e) => {
                     ui.error(&format!("{} failed: {e:#}", n.label()));

@@ -9,6 +9,7 @@ use std::io::Write;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::Owed;
 use crate::warehouse::{atomic_write, now, stamp, Partition, Warehouse};
 
 /// What the engine remembers of a finished partition; the cache key decides reuse.
@@ -34,6 +35,9 @@ pub struct PartState {
     pub bytes: Option<u64>,
     #[serde(default)]
     pub mtime_ns: Option<i128>,
+    /// What the published rows still lack ([`Owed`]); absent when complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owed: Option<Owed>,
 }
 
 fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {

@@ -238,3 +238,80 @@ fn a_panicking_job_fails_only_its_partition() {
     assert!(st.partitions.contains_key("pairs/service=a") && st.partitions.contains_key("pairs/service=c"), "{st:?}");
     assert!(!st.partitions.contains_key("pairs/service=b"));
 }
+
+/// A job over `items` that can only do the ones `can` allows this time: it keeps what its last
+/// publish under the same key did ([`Ctx::kept`]) and owes the rest.
+#[derive(Serialize)]
+struct Owing {
+    items: Vec<u64>,
+    #[serde(skip)]
+    can: Arc<std::sync::Mutex<Vec<u64>>>,
+    #[serde(skip)]
+    asked: Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl Job for Owing {
+    fn run(&self, cx: &Ctx) -> Result<Output> {
+        let kept: Vec<Row> = cx.kept()?;
+        let mut rows: Vec<Row> = kept.into_iter().filter(|r| r.v < 1000).collect();
+        let can = self.can.lock().unwrap().clone();
+        let todo: Vec<u64> = self.items.iter().copied().filter(|i| !rows.iter().any(|r| r.v == *i)).collect();
+        for i in todo {
+            self.asked.lock().unwrap().push(i);
+            // A failure is a row too (v + 1000), and is owed.
+            rows.push(Row { v: if can.contains(&i) { i } else { i + 1000 } });
+        }
+        rows.sort_by_key(|r| r.v % 1000);
+        let failed = rows.iter().filter(|r| r.v >= 1000).count() as u64;
+        Ok(cx.publish(&rows, None)?.owing(Owed { count: failed, what: "failed items to do again".into() }))
+    }
+}
+
+/// Issue 44: a partition published with failures runs again under the same key, says why, sees
+/// the rows it kept and does only what it owed; once complete it is current.
+#[test]
+fn a_partition_that_owes_work_runs_again_for_exactly_that() {
+    let dir = tempfile::tempdir().unwrap();
+    let ui = Ui::new(true);
+    let can = Arc::new(std::sync::Mutex::new(vec![1, 3]));
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let build = || {
+        let mut g = Graph { nodes: Vec::new(), tables: TABLES };
+        let job = Owing { items: vec![1, 2, 3], can: can.clone(), asked: asked.clone() };
+        let a = g.add(Node::new("generate", Partition::new(PAIRS, &["a"]), job));
+        let toy = Toy {
+            param: 0,
+            value: 0,
+            inputs: vec![Partition::new(PAIRS, &["a"])],
+            runs: Arc::new(AtomicUsize::new(0)),
+            fail: false,
+            panic: false,
+        };
+        g.add(Node::new("score", Partition::new(SCORES, &["a", "m"]), toy).deps(vec![a]));
+        Pipeline::new(g, &dir.path().join("wh"), 1, &dir.path().join("toy.toml")).unwrap()
+    };
+    let p = build();
+    p.run(&[], &ui).unwrap();
+    assert_eq!(*asked.lock().unwrap(), [1, 2, 3]);
+    let st = State::load(&p.warehouse()).unwrap();
+    assert_eq!(st.partitions["pairs/service=a"].owed, Some(Owed { count: 1, what: "failed items to do again".into() }));
+    let r = reasons(&build());
+    assert_eq!(r[0], (Action::Run, "1 failed items to do again".into()));
+    assert_eq!(r[1].0, Action::MaybeRun);
+    // Still failing: asked again, and only it.
+    asked.lock().unwrap().clear();
+    build().run(&[], &ui).unwrap();
+    assert_eq!(*asked.lock().unwrap(), [2]);
+    // It succeeds: the partition is complete, downstream sees the new rows, then nothing runs.
+    can.lock().unwrap().push(2);
+    asked.lock().unwrap().clear();
+    let info = build().run(&[], &ui).unwrap();
+    assert_eq!((asked.lock().unwrap().clone(), info.ran), (vec![2], 2));
+    let rows: Vec<Row> = p.warehouse().read(&Partition::new(SCORES, &["a", "m"])).unwrap();
+    assert_eq!(rows[0].v, 6);
+    assert!(State::load(&p.warehouse()).unwrap().partitions["pairs/service=a"].owed.is_none());
+    assert!(reasons(&build()).iter().all(|(a, _)| *a == Action::Reuse));
+    asked.lock().unwrap().clear();
+    assert_eq!(build().run(&[], &ui).unwrap().ran, 0);
+    assert!(asked.lock().unwrap().is_empty());
+}
