@@ -11,7 +11,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use doc2ci_import::{ColumnMap, ImportError, Record};
+use doc2ci_import::{ColumnMap, ImportError, JsonLine, Record};
 use doc2ci_rows::Pair;
 
 use super::tables::{GENERATIONS, PAIRS, PAIRS_RAW};
@@ -166,15 +166,31 @@ impl ImportOutputs {
         let mut seen: std::collections::HashMap<(String, u32, u32), usize> = Default::default();
         let who = format!("model `{}` (batch results {name})", self.name);
         let (mut rows, mut skipped, mut first_bad) = (Vec::new(), 0usize, None);
-        let lines = doc2ci_import::lines_bounded(BufReader::new(open_input(&m.path)?), doc2ci_import::MAX_RECORD_BYTES);
+        let lines = doc2ci_import::json_lines(BufReader::new(open_input(&m.path)?), doc2ci_import::MAX_RECORD_BYTES);
         for (n, line) in lines {
             let n = n as usize;
             let line = line.map_err(|e| anyhow!("{name}:{n}: {e}"))?;
-            if line.trim().is_empty() {
-                continue;
-            }
+            // A line too long to hold, or not UTF-8, is still the model's answer when its id reads.
+            let (parsed, flaw) = match line {
+                JsonLine::Whole(b) if b.iter().all(u8::is_ascii_whitespace) => continue,
+                JsonLine::Whole(b) => match String::from_utf8(b) {
+                    Ok(s) => (doc2ci_llm::batch::parse_result_line(&s), None),
+                    Err(e) => (
+                        doc2ci_llm::batch::parse_result_line(&String::from_utf8_lossy(e.as_bytes())),
+                        Some("undecodable"),
+                    ),
+                },
+                JsonLine::Long { bytes, scanned } => {
+                    let id = scanned.ok().and_then(|cells| cells.into_iter().find(|(k, _)| k == "custom_id"));
+                    match id.and_then(|(_, c)| c.text.filter(|_| c.flaw.is_none())) {
+                        // Its answer is not held: an oversized answer, no text kept.
+                        Some(id) => (Ok((id, Ok((String::new(), None, None, None)))), Some("oversized")),
+                        None => (Err(format!("a line of {} MiB whose custom_id cannot be read", bytes >> 20)), None),
+                    }
+                }
+            };
             let row = (|| {
-                let (id, r) = doc2ci_llm::batch::parse_result_line(&line)?;
+                let (id, r) = parsed?;
                 let (pair, sample, round) = doc2ci_generate::parse_custom_id(&id)
                     .ok_or_else(|| format!("custom_id {id:?} is not pair/sample/round"))?;
                 if !known.contains(pair) {
@@ -203,6 +219,12 @@ impl ImportOutputs {
                 let mut g = doc2ci_generate::answer_row(key, answer, (None, None));
                 // The file does not say how long anything took.
                 g.latency_ms = None;
+                if let (Some(kind), None) = (flaw, &g.error) {
+                    (g.degenerate, g.degenerate_kind) = (true, Some(kind.to_string()));
+                    if kind == "oversized" {
+                        (g.output, g.raw_output) = (None, None);
+                    }
+                }
                 Ok(g)
             })();
             match row {
@@ -432,9 +454,8 @@ fn batch_records(
                 .zip(b.columns())
                 .zip(&fmts)
                 .map(|((f, col), fmt)| (f.name().clone(), (!col.is_null(row)).then(|| fmt.value(row).to_string())))
-                .chain(skipped.iter().map(|n| (n.clone(), None)))
-                .collect();
-            Ok(Record { line: *line, fields })
+                .chain(skipped.iter().map(|n| (n.clone(), None)));
+            Ok(Record::from_texts(*line, fields))
         })
         .collect())
 }
@@ -505,7 +526,7 @@ mod tests {
             assert_eq!(r.fields.len(), 3, "{:?}", r.fields.keys());
             assert_eq!(r.fields["junk"], None, "an unmapped column is named, never decoded");
             assert_eq!(r.fields["id"].as_deref(), Some(ids[i].as_str()));
-            r.check_sizes().unwrap();
+            r.check_cells(&[]).unwrap();
         }
     }
 }

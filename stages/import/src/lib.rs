@@ -6,11 +6,16 @@
 //! The engine opens files (and decompresses them); this crate only sees readers and records,
 //! so the same mapping serves CSV, JSONL and Parquet and is testable on strings.
 
+mod read;
+mod scan;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::{BufRead, Read};
 
 use doc2ci_rows::{Generation, Pair, RawPair};
+
+pub use read::{csv_records, json_lines, jsonl_records, JsonLine};
+pub use scan::Cell;
 
 /// A bad record: the engine adds the file name, so the message names file and line.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +53,8 @@ impl std::error::Error for ImportError {}
 pub struct Record {
     pub line: u64,
     pub fields: HashMap<String, Option<String>>,
+    /// Columns whose cell could not be kept as read (its field holds what was kept).
+    pub flaws: HashMap<String, Flaw>,
 }
 
 /// Which input column feeds which field. Keys: id, url, title, description, reference,
@@ -121,188 +128,61 @@ impl ColumnMap {
     }
 }
 
-/// Passes bytes through and remembers where each `\n` is, so records get their true line: the csv
-/// crate places a record after a CRLF terminator at its `\n`, one line too early.
-struct LineFeeds<R> {
-    inner: R,
-    offset: u64,
-    feeds: std::rc::Rc<std::cell::RefCell<LineIndex>>,
-}
-
-#[derive(Default)]
-struct LineIndex {
-    /// Offsets of the `\n`s not yet passed by a lookup (lookups come in increasing order).
-    ahead: std::collections::VecDeque<u64>,
-    passed: u64,
-    /// Bytes read since the last record was handed out: one record may not hold more than
-    /// [`MAX_RECORD_BYTES`] (the csv reader would buffer it whole).
-    since_record: u64,
-}
-
-impl LineIndex {
-    /// The 1-based line of the record that csv says starts at `byte`.
-    fn line(&mut self, byte: u64) -> u64 {
-        while self.ahead.front().is_some_and(|&x| x < byte) {
-            self.ahead.pop_front();
-            self.passed += 1;
-        }
-        // A record placed on the `\n` of a CRLF really starts on the next line.
-        self.passed + 1 + u64::from(self.ahead.front() == Some(&byte))
-    }
-}
-
-impl<R: Read> Read for LineFeeds<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut f = self.feeds.borrow_mut();
-        if f.since_record > MAX_RECORD_BYTES as u64 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("a record longer than {} MiB (after line {})", MAX_RECORD_BYTES >> 20, f.passed + 1),
-            ));
-        }
-        let n = self.inner.read(buf)?;
-        f.since_record += n as u64;
-        for (i, b) in buf[..n].iter().enumerate() {
-            if *b == b'\n' {
-                f.ahead.push_back(self.offset + i as u64);
-            }
-        }
-        self.offset += n as u64;
-        Ok(n)
-    }
-}
-
-/// Reads CSV records with a header; gzip is the caller's business.
-pub fn csv_records<R: Read>(reader: R) -> Result<impl Iterator<Item = Result<Record, ImportError>>, ImportError> {
-    let feeds = std::rc::Rc::new(std::cell::RefCell::new(LineIndex::default()));
-    let reader = LineFeeds { inner: reader, offset: 0, feeds: feeds.clone() };
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(reader);
-    let headers = rdr
-        .headers()
-        .map_err(|e| ImportError::at(1, format!("cannot read CSV header: {e}")))?
-        .iter()
-        .map(|h| h.trim_start_matches('\u{feff}').to_string())
-        .collect::<Vec<_>>();
-    Ok(rdr.into_records().map(move |r| {
-        let rec = r.map_err(|e| {
-            let line = e.position().map_or(0, |p| feeds.borrow_mut().line(p.byte()));
-            ImportError::at(line, format!("malformed CSV: {}", csv_error_text(&e)))
-        })?;
-        let line = rec.position().map_or(0, |p| feeds.borrow_mut().line(p.byte()));
-        feeds.borrow_mut().since_record = 0;
-        let fields = headers.iter().cloned().zip(rec.iter().map(|v| Some(v.to_string()))).collect();
-        Ok(Record { line, fields })
-    }))
-}
-
-fn csv_error_text(e: &csv::Error) -> String {
-    match e.kind() {
-        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
-            format!("{len} fields where the header has {expected_len}")
-        }
-        csv::ErrorKind::Utf8 { .. } => "invalid UTF-8".to_string(),
-        _ => e.to_string(),
-    }
-}
-
-/// The most one record (a CSV record, a JSON line) may hold: every field at the cell limit. It is
-/// refused before it is buffered whole, so a hostile file costs this much memory at most.
+/// The most one record (a CSV record, a JSON line) holds in memory: every field at the cell limit.
+/// A longer JSON line is scanned through with its values cut ([`read::JsonLine::Long`]).
 pub const MAX_RECORD_BYTES: usize = 4 * MAX_CELL_BYTES;
 
-/// The lines of `reader` (without their `\n`), numbered from 1; a line over `max` bytes is an
-/// error naming its length, read and dropped without being held.
-pub fn lines_bounded<R: BufRead>(mut reader: R, max: usize) -> impl Iterator<Item = (u64, Result<String, String>)> {
-    let mut n = 0u64;
-    std::iter::from_fn(move || {
-        let (mut line, mut len, mut ended) = (Vec::new(), 0usize, false);
-        loop {
-            let buf = match reader.fill_buf() {
-                Ok(b) => b,
-                Err(e) => return Some((n + 1, Err(format!("cannot read line: {e}")))),
-            };
-            if buf.is_empty() {
-                break;
-            }
-            let (take, nl) = match buf.iter().position(|b| *b == b'\n') {
-                Some(i) => (i, true),
-                None => (buf.len(), false),
-            };
-            if len + take <= max {
-                line.extend_from_slice(&buf[..take]);
-            }
-            len += take;
-            reader.consume(take + usize::from(nl));
-            if nl {
-                ended = true;
-                break;
-            }
-        }
-        if len == 0 && !ended {
-            return None;
-        }
-        n += 1;
-        if len > max {
-            return Some((
-                n,
-                Err(format!("the line is {} MiB, over the {} MiB a record may hold", len >> 20, max >> 20)),
-            ));
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        Some((n, String::from_utf8(line).map_err(|_| "cannot read line: not UTF-8".to_string())))
-    })
-}
-
-/// Reads JSON Lines: one object per line; blank lines are allowed.
-pub fn jsonl_records<R: BufRead>(reader: R) -> impl Iterator<Item = Result<Record, ImportError>> {
-    lines_bounded(reader, MAX_RECORD_BYTES).filter_map(|(n, line)| {
-        let line = match line {
-            Ok(l) => l,
-            Err(e) => return Some(Err(ImportError::at(n, e))),
-        };
-        if line.trim().is_empty() {
-            return None;
-        }
-        let v: serde_json::Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(e) => return Some(Err(ImportError::at(n, format!("invalid JSON: {e}")))),
-        };
-        let serde_json::Value::Object(obj) = v else {
-            return Some(Err(ImportError::at(n, "expected a JSON object")));
-        };
-        let fields = obj
-            .into_iter()
-            .map(|(k, v)| {
-                let s = match v {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::String(s) => Some(s),
-                    other => Some(other.to_string()),
-                };
-                (k, s)
-            })
-            .collect();
-        Some(Ok(Record { line: n, fields }))
-    })
-}
-
-/// A cell larger than this is refused with an error naming its line and column: every later
-/// stage holds a text several times over (rows, Arrow arrays, Parquet pages), and a CI file is never
-/// this large (the largest of the llm4ci data is 18 KB). The validator refuses the same size.
+/// A cell larger than this keeps its first bytes and is flagged [`Flaw::Oversized`]: every later
+/// stage holds a text several times over (rows, Arrow arrays, Parquet pages), and a CI file is
+/// never this large (the largest of the llm4ci data is 18 KB). The validator refuses the same size.
 pub const MAX_CELL_BYTES: usize = 8 << 20;
 
+/// What an oversized answer keeps for validation and scoring: as much as the score stage reads
+/// of any text (its `MAX_SCORED_BYTES`).
+pub const OVERSIZED_KEPT_BYTES: usize = 64 << 10;
+
+/// A cell that could not be kept as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// Longer than the cell limit (or than what its record may hold): `bytes` long in all, its
+    /// first bytes kept.
+    Oversized { bytes: u64 },
+    /// Not UTF-8 text (or a JSON string with a lone surrogate): kept decoded lossily.
+    NotText,
+}
+
+impl Flaw {
+    /// The answer's `degenerate_kind` when the flawed cell is a model's output.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Flaw::Oversized { .. } => "oversized",
+            Flaw::NotText => "undecodable",
+        }
+    }
+
+    fn describe(self, column: &str) -> String {
+        match self {
+            Flaw::Oversized { bytes } if bytes > MAX_CELL_BYTES as u64 => {
+                format!("column `{column}`: a cell of {bytes} bytes exceeds the {} MiB limit", MAX_CELL_BYTES >> 20)
+            }
+            Flaw::Oversized { bytes } => format!(
+                "column `{column}`: a cell of {bytes} bytes past the {} MiB one record may hold",
+                MAX_RECORD_BYTES >> 20
+            ),
+            Flaw::NotText => format!("column `{column}`: not UTF-8 text"),
+        }
+    }
+}
+
 impl Record {
-    /// Every field this record has, checked against [`MAX_CELL_BYTES`].
-    pub fn check_sizes(&self) -> Result<(), ImportError> {
-        match self.fields.iter().find(|(_, v)| v.as_ref().is_some_and(|v| v.len() > MAX_CELL_BYTES)) {
-            Some((k, v)) => Err(ImportError::at(
-                self.line,
-                format!(
-                    "column `{k}`: a cell of {} bytes exceeds the {} MiB limit",
-                    v.as_ref().map_or(0, |v| v.len()),
-                    MAX_CELL_BYTES >> 20
-                ),
-            )),
+    /// Every flawed cell is an error naming its line and column, but those of the `answer`
+    /// columns: a model's output may be its own oversized or undecodable answer.
+    pub fn check_cells(&self, answer: &[&str]) -> Result<(), ImportError> {
+        let mut flawed: Vec<(&String, &Flaw)> =
+            self.flaws.iter().filter(|(k, _)| !answer.contains(&k.as_str())).collect();
+        flawed.sort_by_key(|(k, _)| *k);
+        match flawed.first() {
+            Some((k, f)) => Err(ImportError::at(self.line, f.describe(k))),
             None => Ok(()),
         }
     }
@@ -347,7 +227,7 @@ pub fn to_raw_pair(
     source: &str,
     position: u64,
 ) -> Result<RawPair, ImportError> {
-    rec.check_sizes()?;
+    rec.check_cells(&[])?;
     let id = rec.id(map)?;
     let title = rec.require(map, "title")?.to_string();
     let description = rec.require(map, "description")?.to_string();
@@ -375,12 +255,21 @@ pub struct OutputRecord {
     pub raw_output: Option<String>,
     pub latency_ms: Option<f64>,
     pub error: Option<String>,
+    /// The output (or raw output) was too large or not text: the model's answer all the same.
+    pub flaw: Option<Flaw>,
 }
 
+/// A record as a model's output. Its output cell may be flawed (kept: the first
+/// [`OVERSIZED_KEPT_BYTES`] of an oversized one); any other flawed cell makes it a bad row.
 pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportError> {
-    rec.check_sizes()?;
+    rec.check_cells(&[map.col("output"), map.col("raw_output")])?;
     let id = rec.id(map)?;
-    let output = rec.require(map, "output")?.to_string();
+    let flaw = rec.flaws.get(map.col("output")).or(rec.flaws.get(map.col("raw_output"))).copied();
+    let kept = |s: &str| match rec.flaws.get(map.col("output")) {
+        Some(Flaw::Oversized { .. }) => s[..s.floor_char_boundary(OVERSIZED_KEPT_BYTES)].to_string(),
+        _ => s.to_string(),
+    };
+    let output = kept(rec.require(map, "output")?);
     let number = |field: &str, scale: f64| -> Result<Option<f64>, ImportError> {
         match rec.get(map, field).map(str::trim) {
             None | Some("") => Ok(None),
@@ -395,7 +284,11 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
         None => number("latency_s", 1000.0)?,
     };
     let error = rec.get(map, "error").filter(|e| !e.is_empty()).map(str::to_string);
-    let raw = rec.get(map, "raw_output").map(str::to_string).unwrap_or_else(|| output.clone());
+    let raw = match (rec.get(map, "raw_output"), rec.flaws.get(map.col("raw_output"))) {
+        (Some(r), Some(Flaw::Oversized { .. })) => r[..r.floor_char_boundary(OVERSIZED_KEPT_BYTES)].to_string(),
+        (Some(r), _) => r.to_string(),
+        (None, _) => output.clone(),
+    };
     Ok(OutputRecord {
         line: rec.line,
         id,
@@ -403,6 +296,7 @@ pub fn to_output(rec: &Record, map: &ColumnMap) -> Result<OutputRecord, ImportEr
         raw_output: Some(raw),
         latency_ms,
         error,
+        flaw,
     })
 }
 
@@ -446,7 +340,13 @@ impl<'a> Attacher<'a> {
         if !kept {
             return Ok(None);
         }
-        let degenerate = out.output.as_deref().is_none_or(|o| o.trim().is_empty());
+        let empty = out.output.as_deref().is_none_or(|o| o.trim().is_empty());
+        // An error row is no answer, so no kind of answer either.
+        let kind = match (&out.error, out.flaw) {
+            (Some(_), _) => None,
+            (None, Some(f)) => Some(f.kind()),
+            (None, None) => empty.then_some("empty"),
+        };
         Ok(Some(Generation {
             pair_id: pair.pair_id.clone(),
             service: self.service.clone(),
@@ -459,8 +359,8 @@ impl<'a> Attacher<'a> {
             prompt_tokens: None,
             completion_tokens: None,
             error: out.error,
-            degenerate,
-            degenerate_kind: degenerate.then(|| "empty".to_string()),
+            degenerate: kind.is_some(),
+            degenerate_kind: kind.map(str::to_string),
             finish_reason: None,
             attempts: None,
             cost: None,
@@ -560,6 +460,7 @@ mod tests {
             raw_output: None,
             latency_ms: Some(3.0),
             error: None,
+            flaw: None,
         };
         let g = a.attach(out("1", 2)).unwrap().unwrap();
         assert_eq!((g.pair_id.as_str(), g.model.as_str(), g.degenerate), ("p", "m", false));
@@ -584,25 +485,78 @@ mod tests {
 mod bounded_tests {
     use super::*;
 
-    /// Issue 31: a record is refused before it is held whole: a line or CSV record over the limit
-    /// costs its length in reading, not in memory, and names where it is.
+    /// Issue 44: a record is never held whole: a JSON line or CSV cell over the limit keeps its
+    /// first bytes and its length, and the rest of the file is read; only a record that cannot be
+    /// attached (its id flawed) is a bad row.
     #[test]
-    fn long_lines_and_records_are_refused_before_they_are_buffered() {
-        let text = format!("short\n{}\nlast\r\n", "x".repeat(100));
-        let got: Vec<(u64, Result<String, String>)> = lines_bounded(text.as_bytes(), 50).collect();
-        assert_eq!(got[0], (1, Ok("short".into())));
-        assert!(got[1].1.as_ref().unwrap_err().contains("over the 0 MiB"), "{got:?}");
-        assert_eq!(got[2], (3, Ok("last".into())));
-        assert_eq!(got.len(), 3);
-        // A JSON line longer than a record may be.
-        let big =
-            format!("{{\"id\": \"1\", \"reference\": \"{}\"}}\n{{\"id\": \"2\"}}\n", "y".repeat(MAX_RECORD_BYTES));
-        let recs: Vec<Result<Record, ImportError>> = jsonl_records(big.as_bytes()).collect();
-        assert_eq!(recs[0].as_ref().unwrap_err().line, 1);
+    fn oversized_and_undecodable_cells_are_flagged_and_the_file_read_on() {
+        let big = "y".repeat(MAX_RECORD_BYTES + 10);
+        let text = format!("{{\"id\": \"1\", \"output\": \"{big}\"}}\n{{\"id\": \"2\", \"output\": \"a: 1\"}}\n");
+        let recs: Vec<Record> = jsonl_records(text.as_bytes()).collect::<Result<_, _>>().unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].flaws["output"], Flaw::Oversized { bytes: big.len() as u64 });
+        assert_eq!(recs[0].fields["output"].as_ref().unwrap().len(), MAX_CELL_BYTES);
+        assert_eq!(recs[0].fields["id"].as_deref(), Some("1"));
+        assert!(recs[1].flaws.is_empty());
+        let map = ColumnMap::for_format("jsonl", &BTreeMap::new()).unwrap();
+        let out = to_output(&recs[0], &map).unwrap();
+        assert_eq!(
+            (out.flaw, out.output.as_ref().unwrap().len()),
+            (recs[0].flaws.get("output").copied(), OVERSIZED_KEPT_BYTES)
+        );
+        // Not UTF-8 inside a string: serde_json refuses the line, the scanner reads it.
+        let mut bad = b"{\"id\": \"3\", \"output\": \"on: \xff\xfe\"}\n".to_vec();
+        bad.extend(b"{\"id\": \"\xff\", \"output\": \"x\"}\n");
+        let recs: Vec<Result<Record, ImportError>> = jsonl_records(&bad[..]).collect();
+        let r = recs[0].as_ref().unwrap();
+        assert_eq!((r.flaws["output"], r.fields["output"].as_deref()), (Flaw::NotText, Some("on: \u{fffd}\u{fffd}")));
+        assert_eq!(to_output(r, &map).unwrap().flaw, Some(Flaw::NotText));
+        // A flawed id cannot be attached: a bad row, named.
+        let e = to_output(recs[1].as_ref().unwrap(), &map).unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (2, "column `id`: not UTF-8 text"));
+        // A CSV cell: the same, the rest of the file read, the true line kept.
+        let mut csv = format!("ID,LLM_YML_Output\n1,\"{}\"\n2,ok\n3,\"a", "z\n".repeat(MAX_CELL_BYTES)).into_bytes();
+        csv.extend(b"\xffb\"\n");
+        let recs: Vec<Record> = csv_records(&csv[..]).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            recs.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [2, MAX_CELL_BYTES as u64 + 3, MAX_CELL_BYTES as u64 + 4]
+        );
+        assert_eq!(recs[0].flaws["LLM_YML_Output"], Flaw::Oversized { bytes: 2 * MAX_CELL_BYTES as u64 });
+        assert!(recs[1].flaws.is_empty());
+        assert_eq!(recs[2].flaws["LLM_YML_Output"], Flaw::NotText);
+        let llm = ColumnMap::llm4ci();
+        assert_eq!(to_output(&recs[0], &llm).unwrap().flaw.map(Flaw::kind), Some("oversized"));
+        // As a pair, an oversized cell is a bad row naming its column.
+        let e = Record::from_texts(4, [("Code".to_string(), Some("c".repeat(MAX_CELL_BYTES + 1)))]).check_cells(&[]);
+        assert!(e.unwrap_err().message.contains("column `Code`: a cell of 8388609 bytes exceeds the 8 MiB limit"));
+    }
+
+    /// A line too long to hold and not one JSON object is a bad row naming its size; the lines
+    /// after it are read.
+    #[test]
+    fn a_long_line_that_is_not_json_is_one_bad_row() {
+        let text = format!("{{\"id\": \"1\", \"output\": \"{}\n{{\"id\": \"2\"}}\n", "x".repeat(MAX_RECORD_BYTES));
+        let recs: Vec<Result<Record, ImportError>> = jsonl_records(text.as_bytes()).collect();
+        let e = recs[0].as_ref().unwrap_err();
+        assert!(e.message.starts_with("a line of 32 MiB that is not one JSON object"), "{e}");
         assert_eq!(recs[1].as_ref().unwrap().fields["id"].as_deref(), Some("2"));
-        // A CSV record (a quoted field over many lines) longer than a record may be.
-        let csv = format!("ID,Code\n1,\"{}\"\n", "z\n".repeat(MAX_RECORD_BYTES));
-        let e = csv_records(csv.as_bytes()).unwrap().find_map(|r| r.err()).expect("refused");
-        assert!(e.message.contains("longer than 32 MiB"), "{e}");
+    }
+
+    /// The CSV reader agrees with the csv crate on what it reads: quoting, CRLF, blank lines, a
+    /// BOM, and the line each record starts on.
+    #[test]
+    fn csv_reading_matches_the_csv_dialect() {
+        let text = "\u{feff}a,b\r\n1,\"x,\"\"y\"\"\r\nz\"\r\n\r\n\n2,\r\n3,last";
+        let recs: Vec<Record> = csv_records(text.as_bytes()).unwrap().collect::<Result<_, _>>().unwrap();
+        let got: Vec<(u64, String, String)> =
+            recs.iter().map(|r| (r.line, r.fields["a"].clone().unwrap(), r.fields["b"].clone().unwrap())).collect();
+        assert_eq!(
+            got,
+            [(2, "1".into(), "x,\"y\"\r\nz".into()), (6, "2".into(), String::new()), (7, "3".into(), "last".into())]
+        );
+        let e = csv_records("a,b\n1\n".as_bytes()).unwrap().next().unwrap().unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (2, "malformed CSV: 1 fields where the header has 2"));
+        assert_eq!(csv_records("".as_bytes()).unwrap().count(), 0);
     }
 }
