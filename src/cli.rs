@@ -212,11 +212,17 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
                 println!("nothing to do: all {} partitions are up to date", info.reused);
             } else {
                 println!("ran {} partitions, reused {}", info.ran, info.reused);
-                if !ui.quiet() {
-                    print!("{}", next_steps(&cfg, &config));
-                }
             }
-            Ok(())
+            // Missing answers are said last, and too many fail the run (issue 44).
+            let (said, verdict) =
+                crate::jobs::error_verdict(&crate::jobs::request_errors(&cfg, &p)?, cfg.max_error_rate);
+            if let Some(s) = said {
+                println!("{s}");
+            }
+            if info.ran > 0 && !ui.quiet() {
+                print!("{}", next_steps(&cfg, &config));
+            }
+            verdict
         }
         Cmd::Push { config, adopt } => {
             let cfg = crate::jobs::load(&config)?;

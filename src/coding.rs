@@ -89,7 +89,9 @@ pub fn sample(
         pairs.iter().map(|p| ((p.service.as_str(), p.pair_id.as_str()), p)).collect();
     let mut zs: Vec<&Generation> = gens
         .iter()
-        .filter(|g| g.round == 0 && g.sample == 0 && pair.contains_key(&(g.service.as_str(), g.pair_id.as_str())))
+        // An errored request is nobody's output: nothing to code.
+        .filter(|g| g.round == 0 && g.sample == 0 && g.error.is_none())
+        .filter(|g| pair.contains_key(&(g.service.as_str(), g.pair_id.as_str())))
         .collect();
     zs.sort_by(|a, b| (&a.service, &a.model, &a.pair_id).cmp(&(&b.service, &b.model, &b.pair_id)));
     if zs.is_empty() {

@@ -41,6 +41,17 @@ macro_rules! table_one_similarity {
     };
 }
 
+/// Table I per model as the CTE `t`, then every (service, model) that was asked at round 0 with
+/// its errored requests beside n: a model whose every request failed still has its row (n = 0).
+macro_rules! table_one_with_errors {
+    () => {
+        "SELECT g.service, g.model, COALESCE(t.n, 0) AS n, g.errors, t.* EXCLUDE (service, model, n) \
+         FROM (SELECT service, model, SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) AS errors FROM generations \
+         WHERE round = 0 GROUP BY service, model) g LEFT JOIN t ON g.service = t.service AND g.model = t.model \
+         ORDER BY g.service, t.mean_cosine DESC NULLS LAST, g.model"
+    };
+}
+
 /// Views every study wants; defined in SQL so users can read and copy them.
 pub const VIEWS: &[(&str, &str)] = &[
     (
@@ -76,8 +87,9 @@ pub const VIEWS: &[(&str, &str)] = &[
          GROUP BY service, source, kind, rule ORDER BY service, source, blocks DESC",
     ),
     // The study's Table I: zero-shot quality and validity per model, with the validity ladder's lint
-    // steps beside parse and schema (over the outputs a tool judged). Without a lints table, the
-    // next definition (the same without them) stands.
+    // steps beside parse and schema (over the outputs a tool judged). n counts answers; `errors`
+    // the requests that failed (in no n and no rate; the next run asks them again). Without a
+    // lints table, the next definition (the same without them) stands.
     (
         "model_summary",
         concat!(
@@ -85,21 +97,24 @@ pub const VIEWS: &[(&str, &str)] = &[
              MIN(CASE WHEN kind = 'validator' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS lint_ok, \
              MIN(CASE WHEN kind = 'validator' THEN CASE WHEN as_is_ok THEN 1 WHEN NOT as_is_ok THEN 0 END END) AS lint_as_is_ok, \
              MIN(CASE WHEN kind = 'audit' THEN CASE WHEN ok THEN 1 WHEN NOT ok THEN 0 END END) AS audit_ok \
-             FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample) ",
+             FROM lints WHERE round = 0 GROUP BY service, model, pair_id, sample), t AS (",
             table_one_validity!(),
             "100.0 * AVG(l.lint_as_is_ok) AS lint_as_is_pct, 100.0 * AVG(l.lint_ok) AS lint_pct, \
              100.0 * AVG(l.audit_ok) AS audit_pct, ",
             table_one_similarity!(),
             "LEFT JOIN l ON s.pair_id = l.pair_id AND s.service = l.service AND s.model = l.model AND s.sample = l.sample \
-             WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC"
+             WHERE s.round = 0 GROUP BY s.service, s.model) ",
+            table_one_with_errors!()
         ),
     ),
     (
         "model_summary",
         concat!(
+            "WITH t AS (",
             table_one_validity!(),
             table_one_similarity!(),
-            "WHERE s.round = 0 GROUP BY s.service, s.model ORDER BY s.service, mean_cosine DESC"
+            "WHERE s.round = 0 GROUP BY s.service, s.model) ",
+            table_one_with_errors!()
         ),
     ),
     // How often each notion of "the same configuration" holds, per service and model: stripped

@@ -39,7 +39,13 @@ pub struct Config {
     pub request_cache: Option<crate::backends::CacheSettings>,
     /// `[study] remote`: the object-storage URL the warehouse is mirrored to after each run.
     pub remote: Option<String>,
+    /// `[study] max_error_rate`: the share of a model's requests that may error before a run
+    /// exits non-zero (its answers are kept either way; the errored ones are asked again).
+    pub max_error_rate: f64,
 }
+
+/// `[study] max_error_rate` when unset: a run missing more than 2% of a model's answers fails.
+pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.02;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Service {
@@ -221,6 +227,9 @@ struct RawStudy {
     /// Object storage the warehouse is mirrored to (`src/remote.rs`).
     #[serde(default)]
     remote: Option<Spanned<String>>,
+    /// Share of a model's requests that may error (0 to 1; default [`DEFAULT_MAX_ERROR_RATE`]).
+    #[serde(default)]
+    max_error_rate: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -346,6 +355,13 @@ impl Config {
                 return cx.err(r.span(), "study.remote", format!("{e:#}"));
             }
         }
+        let max_error_rate = match &raw.study.max_error_rate {
+            Some(r) if !(0.0..=1.0).contains(r.get_ref()) => {
+                return cx.err(r.span(), "study.max_error_rate", "must be a share between 0 and 1 (0.02 = 2%)");
+            }
+            Some(r) => *r.get_ref(),
+            None => DEFAULT_MAX_ERROR_RATE,
+        };
         let threads =
             raw.study.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
         Ok(Config {
@@ -357,6 +373,7 @@ impl Config {
                 base,
             ),
             remote: raw.study.remote.as_ref().map(|r| r.get_ref().clone()),
+            max_error_rate,
             threads,
             services,
             sources,

@@ -59,6 +59,8 @@ impl BatchRun<'_> {
             }
             rows.set_note(NOTE, None)?;
         }
+        // Every request with a row in this partition's checkpoint has had its turn in this run (a
+        // batch polled after a kill included); a failed one is asked by the next run.
         let answered: HashSet<(String, u32)> = rows.rows().iter().map(|r| (r.pair_id.clone(), r.sample)).collect();
         let mut left: Vec<&Item> =
             todo.iter().copied().filter(|it| !answered.contains(&(it.pair_id.clone(), it.sample))).collect();

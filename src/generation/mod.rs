@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backends::RequestCache;
 use crate::config::{Config, GenSettings, Model, Place, Section};
-use crate::engine::Ctx;
+use crate::engine::{Ctx, Owed};
 
 /// `[stages.generate]`: how the request loop checkpoints and what a run may spend; neither
 /// changes an answer, so no job's key holds them.
@@ -174,11 +174,15 @@ pub fn run_items(cx: &Ctx, ask: &Asker, model_name: &str, round: u32, items: Vec
     let (m, service, ui) = (&ask.model, ask.service.as_str(), cx.ui);
     let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
     let mut rows = cx.batches::<Generation>()?;
-    let order: HashMap<(&str, u32), usize> =
-        items.iter().enumerate().map(|(i, it)| ((it.pair_id.as_str(), it.sample), i)).collect();
-    let answered: HashSet<(String, u32)> = rows.rows().iter().map(|r| (r.pair_id.clone(), r.sample)).collect();
+    // The answers this partition already published, when it runs again for its errors.
+    let kept: Vec<Generation> = cx.kept::<Generation>()?.into_iter().filter(|r| r.error.is_none()).collect();
+    // An error is never an answer: only answers are left out of what is asked.
+    let answered: HashSet<(String, u32)> =
+        kept.iter().chain(rows.rows()).filter(|r| r.error.is_none()).map(|r| (r.pair_id.clone(), r.sample)).collect();
     let todo: Vec<&Item> = items.iter().filter(|it| !answered.contains(&(it.pair_id.clone(), it.sample))).collect();
-    if !rows.rows().is_empty() {
+    if !kept.is_empty() {
+        ui.info(&format!("{}: asking again {} errored of {} requests", cx.label(), todo.len(), items.len()));
+    } else if !rows.rows().is_empty() {
         ui.info(&format!("{}: resuming after {} of {} requests", cx.label(), rows.rows().len(), items.len()));
     }
     if !todo.is_empty() {
@@ -188,9 +192,7 @@ pub fn run_items(cx: &Ctx, ask: &Asker, model_name: &str, round: u32, items: Vec
             let job =
                 batch::BatchRun { cx, client, g, service, model: model_name, round, cache, budget, total: items.len() };
             job.run(&todo, &mut rows)?;
-            let mut rows = rows.into_rows();
-            rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
-            return Ok(rows);
+            return Ok(settle(&items, kept, rows.into_rows()));
         }
         let backend = crate::backends::client(&m.name, g)?;
         let who = format!("model `{}` ({})", m.name, backend.describe());
@@ -261,9 +263,31 @@ pub fn run_items(cx: &Ctx, ask: &Asker, model_name: &str, round: u32, items: Vec
             return Err(budget_reached(&m.name, b, todo.len() - asked, items.len(), rows.rows().len()));
         }
     }
-    let mut rows = rows.into_rows();
-    rows.sort_by_key(|r| order.get(&(r.pair_id.as_str(), r.sample)).copied().unwrap_or(usize::MAX));
-    Ok(rows)
+    Ok(settle(&items, kept, rows.into_rows()))
+}
+
+/// One row per item, in `items` order: its answer (this run's, else the one kept), else its
+/// newest error. A resumed or repeated run may hold both for one request.
+fn settle(items: &[Item], kept: Vec<Generation>, asked: Vec<Generation>) -> Vec<Generation> {
+    let mut best: HashMap<(String, u32), Generation> = HashMap::new();
+    for r in kept.into_iter().chain(asked) {
+        let k = (r.pair_id.clone(), r.sample);
+        match best.get(&k) {
+            Some(b) if b.error.is_none() && r.error.is_some() => {}
+            _ => {
+                best.insert(k, r);
+            }
+        }
+    }
+    items.iter().filter_map(|it| best.remove(&(it.pair_id.clone(), it.sample))).collect()
+}
+
+/// What a generations partition still owes: its errored requests, asked again by the next run.
+pub fn owed(rows: &[Generation]) -> Owed {
+    Owed {
+        count: rows.iter().filter(|r| r.error.is_some()).count() as u64,
+        what: "errored answers to ask again".into(),
+    }
 }
 
 /// A partition stopped by its budget, every answer so far kept.
@@ -287,7 +311,8 @@ pub fn summary(rows: &[Generation]) -> String {
     let degenerate = rows.iter().filter(|r| r.degenerate).count();
     let tokens: u64 = rows.iter().filter_map(|r| r.completion_tokens).map(u64::from).sum();
     let cost: f64 = rows.iter().filter_map(|r| r.cost).sum();
-    let mut s = format!("{} outputs, {errors} errors, {degenerate} degenerate, {tokens} tokens generated", rows.len());
+    let answers = rows.len() - errors;
+    let mut s = format!("{answers} answers, {errors} errors, {degenerate} degenerate, {tokens} tokens generated");
     if cost > 0.0 {
         s.push_str(&format!(", cost {cost:.4}"));
     }

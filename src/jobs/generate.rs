@@ -1,8 +1,10 @@
 //! generate: one (service, model) → `generations/service=…/model=…`: which pairs are asked, the
 //! study's prompt (and its few-shot / retrieval variants) for each sample, sent through
 //! `crate::generation`'s request loop (every answer checkpointed, so a killed run asks each
-//! (pair, sample) once; a failed request is a row with its error), and the two exports of
-//! requests and fine-tuning folds.
+//! (pair, sample) once; a failed request is a row with its error, never an answer, and the next
+//! run asks it again), and the two exports of requests and fine-tuning folds.
+
+use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Context, Result};
 use doc2ci_generate::Prompter;
@@ -12,7 +14,7 @@ use serde::Serialize;
 use super::tables::{GENERATIONS, PAIRS};
 use crate::config::{Config, GenSettings};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::generation::{prompt_options, request, run_items, summary, Asker, Item};
+use crate::generation::{owed, prompt_options, request, run_items, summary, Asker, Item};
 use crate::warehouse::{Partition, Warehouse};
 
 pub use doc2ci_generate::PROMPT_VERSION;
@@ -51,8 +53,88 @@ impl Job for Generate {
         let items = items(cx.read(&self.pairs)?, self.keep_leaks, &self.ask.display, g);
         let rows = run_items(cx, &self.ask, &m.name, 0, items)?;
         let note = summary(&rows);
-        cx.publish(&rows, Some(note))
+        Ok(cx.publish(&rows, Some(note))?.owing(owed(&rows)))
     }
+}
+
+/// What the run's closing summary reads of a generations row: whose request, and whether it failed.
+#[derive(serde::Deserialize)]
+struct Asked {
+    service: String,
+    model: String,
+    error: Option<String>,
+}
+
+/// A model's requests in the current study (every round) and those that errored, by service.
+#[derive(Debug, Default, PartialEq)]
+pub struct ModelErrors {
+    pub asked: u64,
+    pub errored: BTreeMap<String, u64>,
+    /// Its errors are asked again by the next run (a generating model; an import's are the file's).
+    pub asked_again: bool,
+    /// The first error, as recorded (it names the model, the endpoint and what failed).
+    pub example: Option<String>,
+}
+
+impl ModelErrors {
+    pub fn count(&self) -> u64 {
+        self.errored.values().sum()
+    }
+}
+
+/// Every model's errored requests in the study's current generations partitions.
+pub fn request_errors(cfg: &Config, p: &crate::engine::Pipeline) -> Result<BTreeMap<String, ModelErrors>> {
+    let wh = p.warehouse();
+    let mut out: BTreeMap<String, ModelErrors> = BTreeMap::new();
+    for n in p.nodes.iter().filter(|n| n.part.table == GENERATIONS.name) {
+        for a in wh.read_columns::<Asked>(&n.part, &["error"])? {
+            let e = out.entry(a.model.clone()).or_default();
+            e.asked += 1;
+            e.asked_again = cfg.models.iter().any(|m| m.name == a.model && m.gen().is_some());
+            if let Some(err) = a.error {
+                *e.errored.entry(a.service).or_default() += 1;
+                e.example.get_or_insert(err);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The run's closing words on errors: how many answers are missing per model (None: none), and
+/// an error naming every model whose share of errored requests is above `max_rate`.
+pub fn error_verdict(errors: &BTreeMap<String, ModelErrors>, max_rate: f64) -> (Option<String>, Result<()>) {
+    let mut said = Vec::new();
+    let mut over = Vec::new();
+    for (model, e) in errors.iter().filter(|(_, e)| e.count() > 0) {
+        let by: Vec<String> = e.errored.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        let rate = e.count() as f64 / e.asked.max(1) as f64;
+        let line = format!("{model}: {} of {} requests ({:.1}%; {})", e.count(), e.asked, 100.0 * rate, by.join(", "));
+        let example = e.example.as_deref().map(|x| x.chars().take(300).collect::<String>()).unwrap_or_default();
+        if rate > max_rate {
+            over.push(format!("{line}, e.g. {example}"));
+        }
+        said.push(match e.asked_again {
+            true => format!("{line}, asked again by the next run"),
+            false => format!("{line}, errors recorded in the imported file"),
+        });
+    }
+    if said.is_empty() {
+        return (None, Ok(()));
+    }
+    let total: u64 = errors.values().map(ModelErrors::count).sum();
+    let summary = format!(
+        "{total} answers missing: their requests errored and are in no n, rate or test:\n  {}",
+        said.join("\n  ")
+    );
+    let verdict = match over.is_empty() {
+        true => Ok(()),
+        false => Err(anyhow!(
+            "errored requests above [study] max_error_rate = {max_rate} (every answer is kept; run again to ask \
+             the errored ones, or raise max_error_rate to accept the gaps):\n  {}",
+            over.join("\n  ")
+        )),
+    };
+    (Some(summary), verdict)
 }
 
 /// Every request of a (service, model) partition, in pair order, one per sample.
@@ -190,6 +272,44 @@ mod tests {
 
     fn pairs(n: u64) -> Vec<Pair> {
         (0..n).map(|i| Pair { pair_id: format!("p{i}"), position: i, ..Default::default() }).collect()
+    }
+
+    /// Issue 44: the closing summary counts errors per model and service, and a model above the
+    /// threshold fails the run with its count; one at or below it does not.
+    #[test]
+    fn the_error_verdict_names_each_model_and_fails_only_above_the_rate() {
+        let e = |asked, errored: &[(&str, u64)], again| ModelErrors {
+            asked,
+            errored: errored.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            asked_again: again,
+            example: (!errored.is_empty()).then(|| "model `x` (openai http://127.0.0.1:9/v1): http error: 500".into()),
+        };
+        let errors: BTreeMap<String, ModelErrors> = [
+            ("flaky".to_string(), e(100, &[("github-actions", 2), ("circleci", 1)], true)),
+            ("fine".to_string(), e(100, &[], true)),
+            ("imported".to_string(), e(50, &[("github-actions", 1)], false)),
+        ]
+        .into();
+        let (said, verdict) = error_verdict(&errors, 0.02);
+        let said = said.unwrap();
+        assert!(said.starts_with("4 answers missing"), "{said}");
+        assert!(
+            said.contains("flaky: 3 of 100 requests (3.0%; circleci 1, github-actions 2), asked again by the next run"),
+            "{said}"
+        );
+        assert!(
+            said.contains("imported: 1 of 50 requests (2.0%; github-actions 1), errors recorded in the imported file")
+        );
+        assert!(!said.contains("fine"));
+        let err = verdict.unwrap_err().to_string();
+        assert!(
+            err.contains("max_error_rate = 0.02") && err.contains("flaky: 3 of 100") && !err.contains("imported"),
+            "{err}"
+        );
+        assert!(err.contains("e.g. model `x` (openai http://127.0.0.1:9/v1)"), "the error names the endpoint: {err}");
+        assert!(error_verdict(&errors, 0.05).1.is_ok());
+        let clean: BTreeMap<String, ModelErrors> = [("fine".to_string(), e(10, &[], true))].into();
+        assert_eq!(error_verdict(&clean, 0.0).0, None);
     }
 
     #[test]

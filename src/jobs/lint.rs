@@ -118,12 +118,10 @@ impl Job for LintJob {
                 .map(|p| Subject { base: base(&p.pair_id, REFERENCE, 0, 0), text: Some(p.reference), missing: None })
                 .collect()
         } else {
-            let gens: Vec<Generation> = cx.read(&self.input)?;
+            let gens: Vec<Generation> = super::answers(cx, &self.input)?;
             gens.into_iter()
                 .map(|g| {
-                    let missing = g.output.is_none().then(|| {
-                        format!("no output: {}", g.error.as_deref().unwrap_or("the backend returned nothing"))
-                    });
+                    let missing = g.output.is_none().then(|| "no output: the answer held no text".to_string());
                     Subject { base: base(&g.pair_id, &g.model, g.sample, g.round), text: g.output, missing }
                 })
                 .collect()

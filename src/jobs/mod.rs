@@ -34,7 +34,7 @@ use crate::engine::{Graph, Pipeline};
 use tables::{GENERATIONS, PAIRS};
 
 pub use dedupe::Settings as DedupeSettings;
-pub use generate::{export_finetune, export_requests, PROMPT_VERSION};
+pub use generate::{error_verdict, export_finetune, export_requests, request_errors, PROMPT_VERSION};
 pub use report::Settings as ReportSettings;
 
 /// Every `[stages.NAME]` section, by the type that reads it.
@@ -194,6 +194,12 @@ fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The answers of a generations partition, for the stages that check them: an errored request
+/// is nobody's output (issue 44), so it gets no validation, lint or score row and is in no n.
+fn answers(cx: &crate::engine::Ctx, p: &crate::warehouse::Partition) -> Result<Vec<doc2ci_rows::Generation>> {
+    Ok(cx.read::<doc2ci_rows::Generation>(p)?.into_iter().filter(|g| g.error.is_none()).collect())
 }
 
 /// The study as the engine runs it.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
 use crate::config::{Config, Model, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
-use crate::generation::{prompt_options, run_items, summary, Asker, Item};
+use crate::generation::{owed, prompt_options, run_items, summary, Asker, Item};
 use crate::warehouse::Partition;
 
 /// `[stages.repair]`: schema-guided repair (SPEC §1).
@@ -268,7 +268,7 @@ impl Job for Repair {
         let rows = run_items(cx, &self.ask, &self.original.name, self.round, items)?;
         let note =
             format!("round {}: {n} invalid outputs sent to `{}`; {}", self.round, self.ask.model.name, summary(&rows));
-        cx.publish(&rows, Some(note))
+        Ok(cx.publish(&rows, Some(note))?.owing(owed(&rows)))
     }
 }
 

@@ -104,6 +104,16 @@ impl Job for Report {
             e.0 += r.degenerate as usize;
             e.1 += 1;
         }
+        // Errored requests per model and service: round 0, and repair rounds.
+        let mut errors: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
+        for r in &generations {
+            let e = errors.entry((r.model.clone(), r.service.clone())).or_default();
+            match (r.error.is_some(), r.round) {
+                (false, _) => {}
+                (true, 0) => e.0 += 1,
+                (true, _) => e.1 += 1,
+            }
+        }
         let samples = doc2ci_report::Samples {
             pairs: &pairs,
             generations: &generations,
@@ -121,6 +131,7 @@ impl Job for Report {
             metrics: doc2ci_score::metric_infos(),
             lints: &study.lints,
             degenerate: &degenerate,
+            errors: &errors,
             samples: &samples,
         };
         let files = doc2ci_report::build(&input);

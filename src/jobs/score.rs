@@ -1,5 +1,5 @@
-//! score: every metric of `stages/score`'s registry for each output against its pair's
-//! reference (`scores`, one partition per generations partition, repair rounds included). The
+//! score: every metric of `stages/score`'s registry for each answer (not an errored request)
+//! against its pair's reference (`scores`, one partition per generations partition, repair rounds included). The
 //! embeddings come from the shared, content-addressed embedding cache. Declared by
 //! [`super::quality`] and by repair, per generations partition.
 
@@ -47,7 +47,7 @@ struct Score {
 impl Job for Score {
     fn run(&self, cx: &Ctx) -> Result<Output> {
         let pairs: Vec<Pair> = cx.read(&self.pairs)?;
-        let gens: Vec<Generation> = cx.read(&self.generations)?;
+        let gens: Vec<Generation> = super::answers(cx, &self.generations)?;
         let (rows, embedded) = doc2ci_score::score_all(&pairs, &gens, |texts| resources::embed(cx.wh, texts))?;
         // One column per registered metric: the row type alone cannot say which.
         let template = doc2ci_rows::Score::template(doc2ci_score::metric_infos());

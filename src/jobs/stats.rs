@@ -3,11 +3,11 @@
 //! `stages/stats`'s.
 
 use anyhow::Result;
-use doc2ci_rows::{Lint, ModelRow, Score, Validation};
+use doc2ci_rows::{Lint, ModelRow, RowKey, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
 use serde::{Deserialize, Serialize};
 
-use super::tables::{LINTS, MODELS, SCORES, STATS, VALIDATIONS};
+use super::tables::{GENERATIONS, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 use crate::config::{Config, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::Partition;
@@ -65,11 +65,13 @@ impl Section for Settings {
 }
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
-    let Some(deps) = study_inputs(g) else { return Ok(()) };
+    let Some(mut deps) = study_inputs(g) else { return Ok(()) };
     let params: Settings = cfg.section()?;
     if !params.enabled {
         return Ok(());
     }
+    // Which requests errored: a pair without an answer is left out of its model's paired tests.
+    deps.extend(g.all(GENERATIONS.name));
     let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params };
     g.add(Node::new("stats", Partition::new(STATS, &[]), job).deps(deps));
     Ok(())
@@ -94,13 +96,35 @@ pub struct StudyRows {
     pub validations: Vec<Validation>,
     pub lints: Vec<Lint>,
     pub models: Vec<ModelRow>,
+    /// The requests that errored, when generations partitions are among the inputs.
+    pub errors: Vec<RowKey>,
+}
+
+/// What stats reads of a generations row: which request it was and whether it failed.
+#[derive(Deserialize)]
+struct Asked {
+    pair_id: String,
+    service: String,
+    model: String,
+    sample: u32,
+    round: u32,
+    error: Option<String>,
 }
 
 impl StudyRows {
     pub fn read(cx: &Ctx, inputs: &[Partition]) -> Result<StudyRows> {
-        let mut r = StudyRows { scores: vec![], validations: vec![], lints: vec![], models: vec![] };
+        let mut r = StudyRows { scores: vec![], validations: vec![], lints: vec![], models: vec![], errors: vec![] };
         for p in inputs {
-            if p.table == SCORES.name {
+            if p.table == GENERATIONS.name {
+                let asked: Vec<Asked> = cx.wh.read_columns(p, &["pair_id", "sample", "round", "error"])?;
+                r.errors.extend(asked.into_iter().filter(|a| a.error.is_some()).map(|a| RowKey {
+                    pair_id: a.pair_id,
+                    service: a.service,
+                    model: a.model,
+                    sample: a.sample,
+                    round: a.round,
+                }));
+            } else if p.table == SCORES.name {
                 r.scores.extend(cx.read::<Score>(p)?);
             } else if p.table == VALIDATIONS.name {
                 r.validations.extend(cx.read::<Validation>(p)?);
@@ -136,10 +160,14 @@ impl Job for Stats {
             ci_metrics: s.ci_metrics.clone(),
             metrics: doc2ci_score::metric_infos().to_vec(),
         };
-        let rows: Vec<StatRow> = doc2ci_stats::study::run(&units, models, &params);
+        let rows: Vec<StatRow> = doc2ci_stats::study::run(&units, models, &study.errors, &params);
         let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
+        let errored = match study.errors.len() {
+            0 => String::new(),
+            n => format!(", {n} errored requests left out"),
+        };
         let note = format!(
-            "{} rows over {} outputs ({})",
+            "{} rows over {} outputs{errored} ({})",
             rows.len(),
             units.len(),
             tests.into_iter().collect::<Vec<_>>().join(", ")

@@ -18,6 +18,7 @@ const OPERATIONAL: &[&str] = &[
     "study.request_cache",
     "study.request_cache_ttl_days",
     "study.remote",
+    "study.max_error_rate",
     "stages.import.batch_size",
     "stages.generate.batch_size",
     "stages.generate.max_cost",

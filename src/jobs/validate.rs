@@ -1,5 +1,5 @@
-//! validate: parse and JSON-Schema validity of every output (`validations`, one partition per
-//! generations partition, repair rounds included) and of every pair's own reference
+//! validate: parse and JSON-Schema validity of every answer (`validations`, one partition per
+//! generations partition, repair rounds included; an errored request has no row) and of every pair's own reference
 //! (`pair_validations`). The checks are `stages/validate`'s; the schemas are pinned assets.
 //! Declared by [`super::quality`] and by repair, per generations partition.
 
@@ -74,7 +74,7 @@ impl Job for Validate {
                         sample: 0,
                         round: 0,
                     };
-                    validation(v, s, key, Some(&p.reference), None)
+                    validation(v, s, key, Some(&p.reference))
                 })
                 .collect::<Result<_>>()?;
             let frag = rows.iter().filter(|r| r.fragment).count();
@@ -82,13 +82,13 @@ impl Job for Validate {
             let note = format!("{} references: {parsed} parse as mappings, {frag} fragments", rows.len());
             return cx.publish(&rows, Some(note));
         }
-        let gens: Vec<Generation> = cx.read(&self.input)?;
+        let gens: Vec<Generation> = super::answers(cx, &self.input)?;
         let rows: Vec<Validation> = gens
             .par_iter()
             .map(|g| {
                 // The partition's service names the row, as it always has.
                 let key = RowKey { service: s.name().into(), ..g.key() };
-                validation(v, s, key, g.output.as_deref(), g.error.as_deref())
+                validation(v, s, key, g.output.as_deref())
             })
             .collect::<Result<_>>()?;
         let ok = rows.iter().filter(|r| r.schema_ok).count();
@@ -96,19 +96,13 @@ impl Job for Validate {
     }
 }
 
-fn validation(
-    v: &Validator,
-    service: Service,
-    key: RowKey,
-    text: Option<&str>,
-    error: Option<&str>,
-) -> Result<Validation> {
+fn validation(v: &Validator, service: Service, key: RowKey, text: Option<&str>) -> Result<Validation> {
     let (parse_ok, schema_ok, errors, fragment) = match text {
         Some(t) => {
             let r = v.validate(service, t)?;
             (r.parse_ok, r.schema_ok, r.errors, r.fragment)
         }
-        None => (false, false, vec![format!("no output: {}", error.unwrap_or("the backend returned nothing"))], false),
+        None => (false, false, vec!["no output: the answer held no text".to_string()], false),
     };
     Ok(Validation {
         pair_id: key.pair_id,

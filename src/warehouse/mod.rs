@@ -218,6 +218,16 @@ impl Warehouse {
         read_file_rows(&f, Some(p))
     }
 
+    /// The partition's rows with only `columns` read (and its partition columns): `T` names no
+    /// other field.
+    pub fn read_columns<T: DeserializeOwned>(&self, p: &Partition, columns: &[&str]) -> Result<Vec<T>> {
+        let f = self.file(p);
+        if !f.exists() {
+            return Ok(Vec::new());
+        }
+        parquet::read_file_columns(&f, Some(p), columns)
+    }
+
     pub fn remove(&self, p: &Partition) -> Result<()> {
         let d = self.dir(p);
         let f = self.file(p);

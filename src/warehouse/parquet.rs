@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::arrow::{ArrowWriter, ProjectionMask};
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 use serde::de::DeserializeOwned;
@@ -86,7 +86,25 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Reads a Parquet file back into rows, restoring the partition columns from the folder names.
 pub fn read_file_rows<T: DeserializeOwned>(path: &Path, p: Option<&Partition>) -> Result<Vec<T>> {
-    let batches = read_batches(path)?;
+    decode(read_batches(path)?, path, p)
+}
+
+/// As [`read_file_rows`], decoding only `columns` (a reader of narrow columns of a wide table
+/// never pays for its texts).
+pub fn read_file_columns<T: DeserializeOwned>(path: &Path, p: Option<&Partition>, columns: &[&str]) -> Result<Vec<T>> {
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(f)
+        .with_context(|| format!("{} is not a readable Parquet file", path.display()))?;
+    let mask = ProjectionMask::columns(b.parquet_schema(), columns.iter().copied());
+    let batches = b
+        .with_projection(mask)
+        .build()?
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    decode(batches, path, p)
+}
+
+fn decode<T: DeserializeOwned>(batches: Vec<RecordBatch>, path: &Path, p: Option<&Partition>) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for b in batches {
         let b = match p {

@@ -70,7 +70,7 @@ fn a_batch_in_flight_survives_kill_9_and_is_never_submitted_twice() {
     let srv = BatchServer::start(4.0, 3);
     let dir = tempfile::tempdir().unwrap();
     let docs = small_docs(dir.path(), 8, None);
-    let cfg = study(dir.path(), &docs, &model(&srv.url), OFF);
+    let cfg = accept_errors(study(dir.path(), &docs, &model(&srv.url), OFF));
     let c = cfg.to_str().unwrap();
     let mut child = doc2ci(&["run", "--config", c])
         .env("BATCH_KEY", KEY)
@@ -114,9 +114,23 @@ fn a_batch_in_flight_survives_kill_9_and_is_never_submitted_twice() {
         assert!(e.contains("HTTP 400") || e.contains("server_error"), "{e}");
         assert!(!e.contains(KEY));
     }
-    // A re-run asks nothing.
+    // A failed line is not an answer: the next run asks exactly those again, in one new batch
+    // (the stand-in fails them again), and never an answered one.
     run_ok_env(c);
-    assert_eq!(srv.stats()["batches_created"], 1);
+    let s = srv.stats();
+    assert_eq!(
+        (s["batches_created"].as_u64(), s["lines_submitted"].as_u64()),
+        (Some(2), Some(8 + failed.len() as u64))
+    );
+    assert_eq!(duck(&wh, &format!("SELECT COUNT(*) FROM {GENS} WHERE error IS NOT NULL"))[0][0], failed.len());
+}
+
+/// The stand-in fails a third of the lines on purpose: a study that accepts that many errored
+/// requests (each run still says how many are missing).
+fn accept_errors(cfg: std::path::PathBuf) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("threads = 2\n", "threads = 2\nmax_error_rate = 1.0\n");
+    std::fs::write(&cfg, text).unwrap();
+    cfg
 }
 
 fn run_ok_env(c: &str) {
@@ -132,7 +146,7 @@ fn exported_requests_answered_offline_come_back_as_the_same_rows() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let docs = small_docs(d, 6, None);
-    let cfg = study(d, &docs, &model(&srv.url), OFF);
+    let cfg = accept_errors(study(d, &docs, &model(&srv.url), OFF));
     let c = cfg.to_str().unwrap();
     // Pairs only (the run says generation is left out; the export needs no answers).
     doc2ci(&["run", "--config", c, "--only", "import", "--only", "dedupe"]).output().unwrap();
@@ -177,7 +191,7 @@ with open("{results}", "wb") as f:
     // The files' rows and the backend's rows, in two warehouses.
     let imported = d.join("imported");
     std::fs::create_dir_all(&imported).unwrap();
-    let icfg = study(
+    let icfg = accept_errors(study(
         &imported,
         &docs,
         &format!(
@@ -185,7 +199,7 @@ with open("{results}", "wb") as f:
             results.display()
         ),
         OFF,
-    );
+    ));
     run_ok(&["run", "--config", icfg.to_str().unwrap()]);
     run_ok_env(c);
     let q = format!("SELECT pair_id, sample, round, output, error IS NULL FROM {GENS} ORDER BY pair_id");

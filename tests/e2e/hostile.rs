@@ -537,7 +537,7 @@ fn hostile_inputs_http_responses_fuzzed() {
     std::fs::write(
         &cfg,
         format!(
-            "[study]\nwarehouse = \"wh-gen\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
+            "[study]\nwarehouse = \"wh-gen\"\nthreads = 2\nmax_error_rate = 1.0\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
              [[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"jsonl\"\npath = \"{}\"\nservice = \"github-actions\"\n\n\
              [[models]]\nname = \"hostile\"\nbackend = \"openai\"\nbase_url = \"{origin}/v1\"\nmodel = \"m\"\nretries = 1\ntimeout_ms = 2000\n\n\
              [stages.validate]\nenabled = false\n[stages.score]\nenabled = false\n[stages.lint]\nenabled = false\n",

@@ -7,6 +7,7 @@ mod batch;
 mod crash;
 mod crawl;
 mod engine;
+mod errors;
 mod generate;
 mod hostile;
 mod llama_cpp;

@@ -136,11 +136,14 @@ pub struct Generation {
     pub latency_ms: Option<f64>,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
-    /// Set when the backend failed; `output` is then null.
+    /// Set when the request failed (transport, HTTP, timeout, budget, refused, a failed batch
+    /// line): not the model's answer, so no validation, lint or score row follows it, it is in
+    /// no n or rate, and the next run asks it again. `output` is then null.
     pub error: Option<String>,
     /// Empty, prose-only or repetitive output (the study's "degenerate" flag).
     pub degenerate: bool,
-    /// Which kind of degenerate: `empty`, `prose` or `repetitive`.
+    /// Which kind of degenerate: `empty`, `prose` or `repetitive`; for an imported answer,
+    /// also `oversized` (kept cut to a bound) or `undecodable` (not text; kept as decoded lossily).
     #[serde(default)]
     pub degenerate_kind: Option<String>,
     /// Why the backend stopped (`stop`, `length` = hit the token cap, …).
@@ -184,7 +187,7 @@ pub struct RepairRow {
     /// validator of the lint stage that judged it) with `[stages.repair] feedback = ["schema", "lint"]`.
     #[serde(default)]
     pub criterion: String,
-    /// Outputs (pair, sample) in the study.
+    /// Answers (pair, sample) in the study at round 0 (errored requests are not).
     pub total: u64,
     /// Schema-valid before this round (carried over untouched).
     pub valid_before: u64,
@@ -192,9 +195,10 @@ pub struct RepairRow {
     pub attempted: u64,
     /// Revisited and now schema-valid.
     pub fixed: u64,
-    /// Revisited and still invalid (including backend errors).
+    /// Revisited, answered, and still invalid.
     pub still_invalid: u64,
-    /// Revisited but the backend failed (counted in `still_invalid`).
+    /// Revisited but the request failed: no answer, so neither fixed nor still invalid; the
+    /// next run asks it again.
     pub errors: u64,
     pub valid_after: u64,
 }

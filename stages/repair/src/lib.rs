@@ -78,7 +78,8 @@ pub fn summary(
     gens: &[Vec<Generation>],
     vals: &[Vec<Validation>],
 ) -> Vec<RepairRow> {
-    let total = gens.first().map_or(0, |g| g.len()) as u64;
+    // Errored requests are nobody's output: not in the total, never "still invalid".
+    let total = gens.first().map_or(0, |g| g.iter().filter(|g| g.error.is_none()).count()) as u64;
     let mut valid: HashSet<(String, u32)> = vals
         .first()
         .map(|vs| vs.iter().filter(|v| v.schema_ok).map(|v| (v.pair_id.clone(), v.sample)).collect())
@@ -104,7 +105,7 @@ pub fn summary(
             valid_before,
             attempted,
             fixed,
-            still_invalid: attempted - fixed,
+            still_invalid: attempted - errors - fixed,
             errors,
             valid_after: valid.len() as u64,
         });

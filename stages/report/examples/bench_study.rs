@@ -95,7 +95,7 @@ fn main() {
     let zero_shot = units.iter().filter(|u| u.round == 0).count();
     let t = Instant::now();
     let params = study::Params { metrics: metrics.to_vec(), ..Default::default() };
-    let rows = study::run(&units, &models, &params);
+    let rows = study::run(&units, &models, &[], &params);
     let stats_s = t.elapsed().as_secs_f64();
     let svc_names: BTreeMap<String, String> = services.iter().map(|(s, ..)| (s.to_string(), s.to_string())).collect();
     let rows_of = browser_rows(&units);
@@ -117,6 +117,7 @@ fn main() {
         metrics,
         lints: &[],
         degenerate: &BTreeMap::new(),
+        errors: &BTreeMap::new(),
         samples: &samples,
     });
     let report_s = t.elapsed().as_secs_f64();

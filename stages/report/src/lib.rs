@@ -33,6 +33,9 @@ pub struct Input<'a> {
     pub lints: &'a [Lint],
     /// model → (degenerate answers, answers) at round 0: empty, prose-only or looping output.
     pub degenerate: &'a BTreeMap<String, (usize, usize)>,
+    /// (model, service) → (round-0 requests that errored, errored repair requests): no answer,
+    /// in no n, rate, test or figure. Empty: every request was answered.
+    pub errors: &'a BTreeMap<(String, String), (usize, usize)>,
     /// The rows behind the sample browser (`samples.html`); all empty: no browser.
     pub samples: &'a Samples<'a>,
 }
@@ -52,6 +55,31 @@ pub fn degenerate_note(inp: &Input) -> Option<String> {
              Read these models' scores as what such outputs get, not as a result (the default study's \
              SmolLM2-135M is a zero-setup baseline).",
             bad.join("; ")
+        )
+    })
+}
+
+/// Requests that errored, said first: they are missing from every number below, and a reader
+/// must know how many before reading any of them.
+pub fn errors_note(inp: &Input) -> Option<String> {
+    let mut per: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut total = 0;
+    for ((model, service), &(zero, repair)) in inp.errors.iter().filter(|(_, &(z, r))| z + r > 0) {
+        total += zero + repair;
+        let svc = inp.services.get(service).map_or(service.as_str(), String::as_str);
+        let what = match (zero, repair) {
+            (z, 0) => format!("{svc} {z}"),
+            (0, r) => format!("{svc} {r} in repair rounds"),
+            (z, r) => format!("{svc} {z}, and {r} in repair rounds"),
+        };
+        per.entry(model).or_default().push(what);
+    }
+    (total > 0).then(|| {
+        let list: Vec<String> = per.iter().map(|(m, w)| format!("{m}: {}", w.join(", "))).collect();
+        format!(
+            "{total} requests errored (transport, HTTP, timeout, refused): they are not answers and are left out of \
+             every n, rate, test and figure below; the next `doc2ci run` asks them again. {}.",
+            list.join("; ")
         )
     })
 }
@@ -261,6 +289,13 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         })
         .collect();
     ordered.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.3.cmp(b.3)));
+    // Errored requests beside n, in a study that has any: n counts answers only.
+    let zero_shot_errors =
+        |m: &str| -> usize { inp.errors.iter().filter(|((model, _), _)| model == m).map(|(_, e)| e.0).sum() };
+    let with_errors = ordered.iter().any(|o| zero_shot_errors(o.3) > 0);
+    if with_errors {
+        t.header.push("Errors".into());
+    }
     for (i, (g, label, _, m)) in ordered.iter().enumerate() {
         if i == 0 || ordered[i - 1].0 != *g {
             t.groups.insert(i, label.clone());
@@ -279,6 +314,9 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             pct(means.mean("all", "fragment", m)),
             means.get("all", "cosine", m).map_or("–".into(), |r| r.n.to_string()),
         ]);
+        if with_errors {
+            t.rows.last_mut().expect("just pushed").push(zero_shot_errors(m).to_string());
+        }
     }
     // Bold: best per tier group and metric column (a score metric by its direction; fragment: lowest).
     let lower_is_better = |name: &str| inp.metrics.iter().any(|m| m.name == name && !m.higher_is_better);
@@ -630,12 +668,16 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         inp.stats.len()
     );
     let note = degenerate_note(inp);
+    let errors = errors_note(inp);
     let models: Vec<&str> = inp.models.iter().map(|m| m.model.as_str()).collect();
     let headline = figures::headline(inp, &Means::new(inp.stats), &models);
     let browser = browser::files(inp.samples, inp.title, inp.services, inp.metrics);
     let browse = !browser.is_empty();
     files.extend(browser);
     let mut md = format!("# {}\n\n{summary}\n\n", inp.title);
+    if let Some(e) = &errors {
+        md.push_str(&format!("> **{e}**\n\n"));
+    }
     if let Some(n) = &note {
         md.push_str(&format!("> **{n}**\n\n"));
     }
@@ -661,6 +703,9 @@ pub fn build(inp: &Input) -> Vec<(String, String)> {
         esc(inp.title),
         esc(&summary)
     );
+    if let Some(e) = &errors {
+        let _ = writeln!(html, "<p class=\"warn\" id=\"errors\"><strong>{}</strong></p>", esc(e));
+    }
     if let Some(n) = &note {
         let _ = writeln!(html, "<p class=\"warn\" id=\"degenerate\"><strong>{}</strong></p>", esc(n));
     }
@@ -740,6 +785,7 @@ mod tests {
             metrics: &[],
             lints: &[],
             degenerate: &degenerate,
+            errors: &BTreeMap::new(),
             samples: &Default::default(),
         };
         let note = degenerate_note(&inp).unwrap();
@@ -753,5 +799,65 @@ mod tests {
         assert!(files.iter().any(|(p, _)| p == "tables/stats.csv"));
         let quiet = BTreeMap::from([("gpt-4o".to_string(), (1, 16))]);
         assert!(degenerate_note(&Input { degenerate: &quiet, ..inp }).is_none());
+    }
+
+    /// Issue 44: errored requests are said before anything else, per model and service, and
+    /// Table I shows them beside n; a study without any shows neither.
+    #[test]
+    fn errored_requests_are_said_first_and_counted_beside_n() {
+        let services = BTreeMap::from([("github-actions".to_string(), "GitHub Actions".to_string())]);
+        let errors = BTreeMap::from([
+            (("m".to_string(), "github-actions".to_string()), (2, 1)),
+            (("n".to_string(), "github-actions".to_string()), (0, 0)),
+        ]);
+        let mean = |model: &str, metric: &str, v: f64| doc2ci_stats::study::StatRow {
+            test: "mean".into(),
+            service: "all".into(),
+            metric: metric.into(),
+            group_a: model.into(),
+            group_b: String::new(),
+            n: 3,
+            statistic: None,
+            p: None,
+            p_holm: None,
+            effect: Some(v),
+            effect_name: "mean".into(),
+            ci_low: None,
+            ci_high: None,
+            b: None,
+            c: None,
+            method: String::new(),
+        };
+        let stats = [mean("m", "cosine", 0.5), mean("n", "cosine", 0.6)];
+        let inp = Input {
+            title: "t",
+            models: &[],
+            units: &[],
+            stats: &stats,
+            services: &services,
+            metrics: &[],
+            lints: &[],
+            degenerate: &BTreeMap::new(),
+            errors: &errors,
+            samples: &Default::default(),
+        };
+        let note = errors_note(&inp).unwrap();
+        assert!(
+            note.starts_with("3 requests errored") && note.contains("m: GitHub Actions 2, and 1 in repair rounds"),
+            "{note}"
+        );
+        assert!(!note.contains("n: "), "{note}");
+        let t1 = tables(&inp).into_iter().find(|t| t.id == "table1").unwrap();
+        assert_eq!(t1.header.last().map(String::as_str), Some("Errors"));
+        let by_model: BTreeMap<&str, &str> =
+            t1.rows.iter().map(|r| (r[0].as_str(), r.last().unwrap().as_str())).collect();
+        assert_eq!(by_model, BTreeMap::from([("m", "2"), ("n", "0")]));
+        let files = build(&inp);
+        let html = &files.iter().find(|(p, _)| p == "index.html").unwrap().1;
+        assert!(html.find("id=\"errors\"").unwrap() < html.find("<table").unwrap());
+        let none = BTreeMap::new();
+        let clean = Input { errors: &none, ..inp };
+        assert!(errors_note(&clean).is_none());
+        assert!(!tables(&clean)[0].header.contains(&"Errors".to_string()));
     }
 }

@@ -62,7 +62,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
     }
     let units = study::units(&scores, &vals, &[], metrics);
     let params = study::Params { resamples: 50, metrics: metrics.to_vec(), ..Default::default() };
-    let stats = study::run(&units, &models, &params);
+    let stats = study::run(&units, &models, &[], &params);
     let services: BTreeMap<String, String> = [("github-actions".to_string(), "GitHub Actions".to_string())].into();
     let files = doc2ci_report::build(&doc2ci_report::Input {
         title: "t",
@@ -73,6 +73,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
         metrics,
         lints: &[],
         degenerate: &BTreeMap::new(),
+        errors: &BTreeMap::new(),
         samples: &Default::default(),
     });
     (stats, files)

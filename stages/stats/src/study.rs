@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use doc2ci_rows::{Lint, MetricInfo, MetricKind, ModelRow, Score, Validation};
+use doc2ci_rows::{Lint, MetricInfo, MetricKind, ModelRow, RowKey, Score, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -209,7 +209,10 @@ pub fn tier_of(m: &ModelRow) -> Option<Tier> {
 }
 
 /// All the study's tests. A model with a `base_model` is compared with its base (RQ6).
-pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
+/// `errors` are the requests that failed (no unit: nobody's answer): a pair whose answer is
+/// missing that way is left out of every paired test of its model, and each such test says how
+/// many pairs it left out.
+pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -> Vec<StatRow> {
     let mut out = Vec::new();
     let fine_tuned: Vec<(&str, &str)> =
         models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect();
@@ -294,6 +297,8 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
             .copied()
             .filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid)))
             .collect();
+        let answered: BTreeSet<&str> = ms.iter().flat_map(|m| cell[&(*svc, *m)].keys().copied()).collect();
+        let left_out = answered.len() - common.len();
         for metric in &sims {
             let blocks: Vec<Vec<f64>> = common
                 .iter()
@@ -312,7 +317,7 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                 let (n, k) = (blocks.len() as f64, ms.len() as f64);
                 r.effect = fin(t.statistic / (n * (k - 1.0)));
                 r.effect_name = "kendall_w".into();
-                r.method = t.method.into();
+                r.method = left_out_note(t.method, left_out, "not answered by every model");
                 out.push(r);
             }
         }
@@ -331,7 +336,9 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                         continue;
                     }
                     let Some(w) = wilcoxon(&x, &y) else { continue };
-                    fam.push(wilcoxon_row(svc_name, metric, ms[i], ms[j], &w, x.len(), ""));
+                    let mut r = wilcoxon_row(svc_name, metric, ms[i], ms[j], &w, x.len(), "");
+                    r.method = left_out_note(&r.method, one_sided(&cell, svc, ms[i], ms[j], &services), ONE_SIDED);
+                    fam.push(r);
                 }
             }
             push_holm(&mut out, fam);
@@ -349,7 +356,10 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                     if x.is_empty() {
                         continue;
                     }
-                    fam.push(mcnemar_row(svc, indicator, ms[i], ms[j], &x, &y));
+                    let mut r = mcnemar_row(svc, indicator, ms[i], ms[j], &x, &y);
+                    r.method =
+                        left_out_note(&r.method, one_sided(&cell, Some(svc), ms[i], ms[j], &services), ONE_SIDED);
+                    fam.push(r);
                 }
             }
             push_holm(&mut out, fam);
@@ -455,16 +465,20 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
 
     // ---- RQ6: repair (final round vs zero-shot) and fine-tuning (vs base), paired ----
     let final_round = final_rounds(units);
+    let unanswered = unanswered(units, errors);
     let repaired_models: BTreeSet<&str> =
         units.iter().filter(|u| u.round > 0 && u.sample == 0).map(|u| u.model.as_str()).collect();
     for svc in services.iter().map(|s| Some(*s)).chain([None]) {
         let svc_name = svc.unwrap_or("all");
         let mut fam_v = Vec::new();
+        let repaired = |m: &str, metric: &str| zero_vs_repaired(&zs, &final_round, &unanswered, svc, m, metric);
+        let errored = |m: &str| unanswered.iter().filter(|k| k.1 == m && svc.is_none_or(|s| k.0 == s)).count();
         for m in &repaired_models {
-            let (x, y) = zero_vs_repaired(&zs, &final_round, svc, m, "schema_ok");
+            let (x, y) = repaired(m, "schema_ok");
             if !x.is_empty() {
                 let mut r = mcnemar_row(svc_name, "schema_ok", m, &format!("{m} repaired"), &x, &y);
                 r.test = "mcnemar".into();
+                r.method = left_out_note(&r.method, errored(m), ERRORED);
                 fam_v.push(r);
             }
         }
@@ -472,9 +486,11 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
         for metric in &sims {
             let mut fam = Vec::new();
             for m in &repaired_models {
-                let (x, y) = zero_vs_repaired(&zs, &final_round, svc, m, metric);
+                let (x, y) = repaired(m, metric);
                 if let Some(w) = wilcoxon(&x, &y) {
-                    fam.push(wilcoxon_row(svc_name, metric, m, &format!("{m} repaired"), &w, x.len(), ""));
+                    let mut r = wilcoxon_row(svc_name, metric, m, &format!("{m} repaired"), &w, x.len(), "");
+                    r.method = left_out_note(&r.method, errored(m), ERRORED);
+                    fam.push(r);
                 }
             }
             push_holm(&mut out, fam);
@@ -485,14 +501,16 @@ pub fn run(units: &[Unit], models: &[ModelRow], p: &Params) -> Vec<StatRow> {
                 if x.is_empty() {
                     continue;
                 }
+                let left_out = one_sided(&cell, svc, base, ft, &services);
                 if metric == "schema_ok" {
                     let mut r = mcnemar_row(svc_name, metric, base, ft, &x, &y);
                     r.p_holm = r.p;
-                    r.method = format!("{}; {FINE_TUNE_TAG}", r.method);
+                    r.method = left_out_note(&format!("{}; {FINE_TUNE_TAG}", r.method), left_out, ONE_SIDED);
                     out.push(r);
                 } else if let Some(w) = wilcoxon(&x, &y) {
                     let mut r = wilcoxon_row(svc_name, metric, base, ft, &w, x.len(), &format!("; {FINE_TUNE_TAG}"));
                     r.p_holm = r.p;
+                    r.method = left_out_note(&r.method, left_out, ONE_SIDED);
                     out.push(r);
                 }
             }
@@ -612,6 +630,50 @@ fn paired(
     (x, y)
 }
 
+/// Why a paired test between two groups left pairs out.
+const ONE_SIDED: &str = "answered by one side only (an errored request, or not asked)";
+/// Why a zero-shot vs repaired test left pairs out.
+const ERRORED: &str = "the last request errored";
+
+/// `method` with the count of pairs a paired test left out and why, when there are any: a pair
+/// one side has no answer for is never counted as that side's failure.
+fn left_out_note(method: &str, n: usize, why: &str) -> String {
+    match n {
+        0 => method.to_string(),
+        1 => format!("{method}; 1 pair left out: {why}"),
+        n => format!("{method}; {n} pairs left out: {why}"),
+    }
+}
+
+/// Pairs (one service, or all) that exactly one of two groups answered: what pairing dropped.
+fn one_sided(cell: &Cell, svc: Option<&str>, a: &str, b: &str, services: &BTreeSet<&str>) -> usize {
+    let mut n = 0;
+    for s in services.iter().filter(|s| svc.is_none_or(|v| v == **s)) {
+        let empty = BTreeMap::new();
+        let ca = cell.get(&(*s, a)).unwrap_or(&empty);
+        let cb = cell.get(&(*s, b)).unwrap_or(&empty);
+        n += ca.keys().filter(|p| !cb.contains_key(*p)).count() + cb.keys().filter(|p| !ca.contains_key(*p)).count();
+    }
+    n
+}
+
+/// (service, model, pair) of sample 0 whose last request errored: no answer at round 0, or a
+/// repair round that failed after the last answered one. Such a pair's outcome is unknown.
+fn unanswered<'a>(units: &'a [Unit], errors: &'a [RowKey]) -> BTreeSet<(&'a str, &'a str, &'a str)> {
+    let mut last: HashMap<(&str, &str, &str), u32> = HashMap::new();
+    for u in units.iter().filter(|u| u.sample == 0) {
+        let e = last.entry((u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).or_insert(u.round);
+        *e = (*e).max(u.round);
+    }
+    errors
+        .iter()
+        .filter(|e| e.sample == 0)
+        .map(|e| ((e.service.as_str(), e.model.as_str(), e.pair_id.as_str()), e.round))
+        .filter(|(k, round)| last.get(k).is_none_or(|l| round > l))
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// (service, model, pair) → values of its last round (sample 0).
 fn final_rounds(units: &[Unit]) -> HashMap<(&str, &str, &str), &Unit> {
     let mut m: HashMap<(&str, &str, &str), &Unit> = HashMap::new();
@@ -632,12 +694,16 @@ fn final_rounds(units: &[Unit]) -> HashMap<(&str, &str, &str), &Unit> {
 fn zero_vs_repaired(
     zs: &[&Unit],
     fin_round: &HashMap<(&str, &str, &str), &Unit>,
+    unanswered: &BTreeSet<(&str, &str, &str)>,
     svc: Option<&str>,
     model: &str,
     metric: &str,
 ) -> (Vec<f64>, Vec<f64>) {
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for u in zs.iter().filter(|u| u.model == model && svc.is_none_or(|s| u.service == s)) {
+        if unanswered.contains(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())) {
+            continue;
+        }
         let last = fin_round.get(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).copied().unwrap_or(*u);
         if let (Some(a), Some(b)) = (u.values.get(metric), last.values.get(metric)) {
             x.push(*a);
@@ -645,4 +711,83 @@ fn zero_vs_repaired(
         }
     }
     (x, y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(model: &str, pair: usize, round: u32, schema_ok: bool, cosine: f64) -> Unit {
+        Unit {
+            service: "s".into(),
+            pair_id: format!("p{pair:02}"),
+            model: model.into(),
+            sample: 0,
+            round,
+            values: [("schema_ok", schema_ok as u8 as f64), ("cosine", cosine)].into_iter().collect(),
+        }
+    }
+
+    fn errored(model: &str, pair: usize, round: u32) -> RowKey {
+        RowKey { pair_id: format!("p{pair:02}"), service: "s".into(), model: model.into(), sample: 0, round }
+    }
+
+    fn params() -> Params {
+        let cosine = MetricInfo { name: "cosine", kind: MetricKind::Float, in_study: true, higher_is_better: true };
+        Params { resamples: 20, metrics: vec![cosine], ..Params::default() }
+    }
+
+    fn find<'a>(rows: &'a [StatRow], test: &str, metric: &str, a: &str, b: &str) -> &'a StatRow {
+        rows.iter()
+            .find(|r| r.test == test && r.metric == metric && r.group_a == a && r.group_b == b && r.service == "s")
+            .unwrap_or_else(|| panic!("no {test} {metric} {a} {b}"))
+    }
+
+    /// Issue 44: a pair a model has no answer for (its request errored) is left out of that
+    /// model's paired tests, which say how many; it is never counted as the model failing.
+    #[test]
+    fn errored_pairs_are_left_out_of_paired_tests_with_the_count_stated() {
+        let mut units = Vec::new();
+        for i in 0..20 {
+            units.push(unit("a", i, 0, i % 3 == 0, 0.5 + i as f64 / 100.0));
+            // b errored on pairs 0 and 1: no unit.
+            if i >= 2 {
+                units.push(unit("b", i, 0, i % 2 == 0, 0.4 + i as f64 / 90.0));
+            }
+        }
+        let errors = [errored("b", 0, 0), errored("b", 1, 0)];
+        let rows = run(&units, &[], &errors, &params());
+        let w = find(&rows, "wilcoxon", "cosine", "a", "b");
+        assert_eq!(w.n, 18);
+        assert!(w.method.ends_with("; 2 pairs left out: answered by one side only (an errored request, or not asked)"));
+        let m = find(&rows, "mcnemar", "schema_ok", "a", "b");
+        assert!(m.method.contains("2 pairs left out"), "{}", m.method);
+        // The means are over answers only.
+        let mean_b = find(&rows, "mean", "cosine", "b", "");
+        assert_eq!(mean_b.n, 18);
+        // Nothing left out, nothing said.
+        let full: Vec<Unit> = units.iter().filter(|u| u.pair_id.as_str() >= "p02").cloned().collect();
+        let rows = run(&full, &[], &[], &params());
+        assert!(!find(&rows, "wilcoxon", "cosine", "a", "b").method.contains("left out"));
+    }
+
+    /// A repair whose last request errored leaves its pair's outcome unknown: out of the
+    /// zero-shot vs repaired contrasts, counted; a later answered round settles it again.
+    #[test]
+    fn a_repair_that_errored_last_leaves_its_pair_out_of_the_repair_contrast() {
+        let mut units = Vec::new();
+        for i in 0..12 {
+            units.push(unit("a", i, 0, false, 0.3));
+            // Pairs 0..8 repaired to valid in round 1; 8 and 9 errored in round 1; 9 answered in round 2.
+            if i < 8 {
+                units.push(unit("a", i, 1, true, 0.6));
+            }
+        }
+        units.push(unit("a", 9, 2, true, 0.6));
+        let errors = [errored("a", 8, 1), errored("a", 9, 1)];
+        let rows = run(&units, &[], &errors, &params());
+        let m = find(&rows, "mcnemar", "schema_ok", "a", "a repaired");
+        assert_eq!((m.n, m.c), (11, Some(9)), "pair 8 is out; pair 9 counts with its round-2 answer");
+        assert!(m.method.ends_with("; 1 pair left out: the last request errored"), "{}", m.method);
+    }
 }
