@@ -87,6 +87,50 @@ pub struct CodeBlock {
     pub first_line: String,
 }
 
+/// One screened text of the contamination stage: a pair's reference (`variant = "real"`) or its
+/// twin (`"twin"`), the prefix the model was shown, the true suffix, what the model continued with
+/// and DevOps-Gym's five measures. `status`: `high_risk` (a measure over its threshold), `clean`,
+/// `too_short` (fewer tokens than prefix + suffix: nothing measured), `no_twin` (no usable twin:
+/// nothing asked), or `error` (the request failed: not the model's, asked again by the next run).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Contamination {
+    pub pair_id: String,
+    pub service: String,
+    pub model: String,
+    pub variant: String,
+    pub status: String,
+    /// `chat` (the continuation instruction) or `raw` (the prefix alone, completed).
+    pub mode: String,
+    pub prefix_tokens: u32,
+    pub suffix_tokens: u32,
+    pub prefix: Option<String>,
+    /// The true next tokens, joined by single spaces.
+    pub suffix: Option<String>,
+    /// The model's answer as it came, and the continuation read out of it.
+    pub answer: Option<String>,
+    pub continuation: Option<String>,
+    pub s: Option<f64>,
+    pub t: Option<f64>,
+    pub p: Option<f64>,
+    pub l: Option<f64>,
+    pub b: Option<f64>,
+    /// The measures over their thresholds, comma-separated in the paper's order (`s,t,p,l,b`).
+    pub flags: Option<String>,
+    /// Min-K% Prob of the whole text, where the backend scores text token by token.
+    pub min_k: Option<f64>,
+    /// For a twin: its edits, how many prefix tokens differ from the reference's, and whether
+    /// the service's validator accepts it as it accepts the reference.
+    pub twin_edits: Option<String>,
+    pub twin_prefix_changed: Option<u32>,
+    pub twin_valid: Option<bool>,
+    pub error: Option<String>,
+    pub latency_ms: Option<f64>,
+    pub completion_tokens: Option<u32>,
+    pub finish_reason: Option<String>,
+    pub attempts: Option<u32>,
+    pub cost: Option<f64>,
+}
+
 /// A deduplicated pair: the unit every generation is scored against.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pair {

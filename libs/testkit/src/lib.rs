@@ -14,6 +14,38 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The predecessor study's real data, kept outside the repository: `$DOC2CI_LLM4CI_DATA`, else
+/// `../shared/data/llm4ci` beside the workspace.
+pub fn llm4ci_dir() -> PathBuf {
+    std::env::var_os("DOC2CI_LLM4CI_DATA")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared/data/llm4ci"))
+}
+
+/// The (ID, column) values of one gzipped CSV file of the llm4ci data, in file order.
+pub fn llm4ci_column(file: &str, name: &str) -> Vec<(u64, String)> {
+    use std::io::Read;
+    let path = llm4ci_dir().join(file);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .read_to_string(&mut text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rdr = csv::Reader::from_reader(text.as_bytes());
+    let headers = rdr.headers().expect("a header row").clone();
+    let col = |n: &str| headers.iter().position(|h| h == n).unwrap_or_else(|| panic!("{file}: no {n} column"));
+    let (id, value) = (col("ID"), col(name));
+    rdr.records()
+        .map(|r| {
+            let r = r.unwrap_or_else(|e| panic!("{file}: {e}"));
+            (r[id].parse().expect("a numeric ID"), r[value].to_string())
+        })
+        .collect()
+}
+
+/// The six models of the llm4ci data, in the order of its files.
+pub const LLM4CI_MODELS: [&str; 6] = ["gpt-4o", "gpt-4.1", "llama3.1-8b", "codellama-7b", "gemma3-12b", "codegemma-7b"];
+
 /// The SmolLM2 weights `doc2ci setup` fetched (into `$DOC2CI_ASSETS`, else the user's cache).
 pub fn gguf() -> PathBuf {
     let assets = std::env::var_os("DOC2CI_ASSETS")

@@ -31,7 +31,7 @@ pub use doc2ci_rows::{MetricInfo, MetricKind, MetricValue};
 pub use metrics::cosine::cosine;
 pub use metrics::euclidean::euclidean;
 pub use metrics::{Metric, Needs, Sides, METRICS};
-pub use text::{clean, lj};
+pub use text::{clean, lj, py_split};
 
 use doc2ci_yaml::{Limits, Value};
 
@@ -271,11 +271,16 @@ fn canon_of(clean: &str, loaded: Option<&Value>) -> String {
 
 /// Sentence BLEU / 100 of `lj(output)` against `lj(reference)` (sacrebleu, 13a, exp smoothing).
 pub fn bleu(reference: &str, output: &str) -> f64 {
-    let (r, o) = (lj(reference), lj(output));
-    if r.is_empty() || o.is_empty() {
+    sentence_bleu(&lj(reference), &lj(output))
+}
+
+/// Sentence BLEU / 100 of two texts as given (sacrebleu's `sentence_bleu`, 13a, exp smoothing);
+/// 0 when either is empty.
+pub fn sentence_bleu(reference: &str, hypothesis: &str) -> f64 {
+    if reference.is_empty() || hypothesis.is_empty() {
         return 0.0;
     }
-    bleu::bleu(&bleu::BleuSide::new(&r), &bleu::BleuSide::new(&o))
+    bleu::bleu(&bleu::BleuSide::new(reference), &bleu::BleuSide::new(hypothesis))
 }
 
 /// CrystalBLEU of `lj(output)` against `lj(reference)`, ignoring the context's n-grams.
@@ -313,8 +318,14 @@ pub fn tree_edit(reference: &str, output: &str) -> f64 {
 
 /// 1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.
 pub fn levenshtein(reference: &str, output: &str) -> f64 {
-    let (r, o): (Vec<char>, Vec<char>) = (canon(reference).chars().collect(), canon(output).chars().collect());
-    levenshtein::similarity(&o, &r)
+    edit_similarity(&canon(output), &canon(reference))
+}
+
+/// 1 − Levenshtein distance / max length of two texts as given, in code points (rapidfuzz's
+/// `Levenshtein.normalized_similarity`).
+pub fn edit_similarity(a: &str, b: &str) -> f64 {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    levenshtein::similarity(&a, &b)
 }
 
 #[cfg(test)]
