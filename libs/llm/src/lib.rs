@@ -83,9 +83,22 @@ impl LlmError {
     }
 }
 
+/// The role of a request's only message when it asks for a raw completion of its text.
+pub const COMPLETION_ROLE: &str = "completion";
+
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError>;
+    /// Whether the backend continues a text as is: a request of one message with role
+    /// [`COMPLETION_ROLE`] is then completed without the chat template. Only such backends get one.
+    fn raw_completion(&self) -> bool {
+        false
+    }
+    /// The log-probability of each token of `text` given the ones before it (teacher forcing),
+    /// for a backend that can score a given text; `None` for one that cannot (a chat API).
+    async fn token_logprobs(&self, _text: &str) -> Option<Result<Vec<f64>, LlmError>> {
+        None
+    }
     /// For messages, e.g. "openai http://127.0.0.1:8080/v1 model=smollm2".
     fn describe(&self) -> String;
 }

@@ -370,6 +370,31 @@ impl Embedded {
         })
     }
 
+    /// The log-probability of each token of `text` given the ones before it (teacher forcing;
+    /// BOS first when the vocabulary adds one, so the first token is scored too when it does),
+    /// with the natural log-softmax of the f32 prefill's logits.
+    pub fn token_logprobs(&self, text: &str) -> Result<Vec<f64>> {
+        let mut ids: Vec<u32> = self.bos.into_iter().collect();
+        ids.extend(self.tokenize(text)?);
+        if ids.len() < 2 {
+            return Ok(Vec::new());
+        }
+        let logits = cores::on_free(|| {
+            let mut cache = llama::Cache::default();
+            self.model.prefill_all(&ids[..ids.len() - 1], &mut cache)
+        })?;
+        let rows: Vec<Vec<f32>> = logits.to_vec2()?;
+        Ok(rows
+            .iter()
+            .zip(&ids[1..])
+            .map(|(row, &next)| {
+                let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+                let lse = max + row.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
+                row[next as usize] as f64 - lse
+            })
+            .collect())
+    }
+
     pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
         &self.tokenizer
     }
@@ -391,9 +416,13 @@ impl Embedded {
 
     /// The prompt's token ids, as llama.cpp's server tokenizes it (special tokens parsed, BOS
     /// first when the vocabulary adds one).
+    /// A single [`doc2ci_llm::COMPLETION_ROLE`] message is the text to continue, as is.
     pub fn prompt_ids(&self, messages: &[Message]) -> Result<Vec<u32>> {
         let mut ids: Vec<u32> = self.bos.into_iter().collect();
-        ids.extend(self.tokenize(&self.prompt(messages)?)?);
+        match messages {
+            [m] if m.role == doc2ci_llm::COMPLETION_ROLE => ids.extend(self.tokenize(&m.content)?),
+            _ => ids.extend(self.tokenize(&self.prompt(messages)?)?),
+        }
         Ok(ids)
     }
 
@@ -636,6 +665,18 @@ impl Backend for EmbeddedBackend {
             Ok(Err(e)) => Err(LlmError::Other(format!("{}: {e:#}", self.describe()))),
             Err(_) => Err(LlmError::Other(format!("{}: the decoding thread has stopped", self.describe()))),
         }
+    }
+    fn raw_completion(&self) -> bool {
+        true
+    }
+    async fn token_logprobs(&self, text: &str) -> Option<Result<Vec<f64>, LlmError>> {
+        let (model, text) = (self.model.clone(), text.to_string());
+        let r = tokio::task::spawn_blocking(move || model.token_logprobs(&text)).await;
+        Some(match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(LlmError::Other(format!("{}: {e:#}", self.describe()))),
+            Err(e) => Err(LlmError::Other(format!("{}: scoring stopped: {e}", self.describe()))),
+        })
     }
     fn describe(&self) -> String {
         self.model.describe()

@@ -173,6 +173,12 @@ impl Cache {
     }
 }
 
+/// What the layers leave: a decoding step's logits, or a prefill's hidden states `(1, s, dim)`.
+enum Hidden {
+    Logits(Tensor),
+    States(Tensor),
+}
+
 pub struct Llama {
     embeddings: Tensor,
     layers: Vec<Layer>,
@@ -344,8 +350,44 @@ impl Llama {
         self.run(&x, caches, false)
     }
 
+    /// The logits after every one of `tokens` (a whole text, teacher forcing), `(s, vocab)`: the
+    /// same chunks as [`Self::prefill`], each keeping all its positions.
+    pub fn prefill_all(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
+        let mut rest = tokens;
+        let mut parts = Vec::new();
+        while !rest.is_empty() {
+            let room = next_boundary(cache.pos) - cache.pos;
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            let x = Tensor::new(now, &Device::Cpu)?.unsqueeze(0)?;
+            parts.push(self.run_all(&x, cache)?);
+            rest = later;
+        }
+        Ok(Tensor::cat(&parts, 0)?)
+    }
+
     /// `tokens`: `(b, s)` ids, one row per cache; several rows only with `s == 1`.
     fn run(&self, tokens: &Tensor, caches: &mut [&mut Cache], prompt: bool) -> Result<Tensor> {
+        let x = self.hidden(tokens, caches, prompt)?;
+        let x = match x {
+            Hidden::Logits(l) => return Ok(l),
+            Hidden::States(x) => x,
+        };
+        let s = x.dim(1)?;
+        let last = x.narrow(1, s - 1, 1)?;
+        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps)?;
+        Ok(q8_forward(&self.output, &last)?.squeeze(1)?)
+    }
+
+    /// One sequence's `(1, s)` tokens through the prefill, the logits of every position.
+    fn run_all(&self, tokens: &Tensor, cache: &mut Cache) -> Result<Tensor> {
+        let Hidden::States(x) = self.hidden(tokens, &mut [cache], true)? else {
+            fail!(Request, "a prefill gave logits, not states");
+        };
+        let x = candle_nn::ops::rms_norm(&x.squeeze(0)?.unsqueeze(1)?, &self.norm, self.eps)?;
+        Ok(q8_forward(&self.output, &x)?.squeeze(1)?)
+    }
+
+    fn hidden(&self, tokens: &Tensor, caches: &mut [&mut Cache], prompt: bool) -> Result<Hidden> {
         let (b, s) = tokens.dims2()?;
         if b != 1 && s != 1 {
             fail!(Request, "a batch of {b} sequences takes one token each, not {s}");
@@ -360,7 +402,7 @@ impl Llama {
         let dim = self.embeddings.dim(1)?;
         let x = self.embeddings.index_select(&tokens.flatten_all()?, 0)?;
         if s == 1 && !prompt {
-            return self.decode(x.flatten_all()?.to_vec1()?, caches);
+            return Ok(Hidden::Logits(self.decode(x.flatten_all()?.to_vec1()?, caches)?));
         }
         let mut x = x.reshape((b, s, dim))?;
         for (l, layer) in self.layers.iter().enumerate() {
@@ -374,9 +416,7 @@ impl Llama {
             x = (x + dense_forward(&layer.down, &act)?)?;
         }
         caches[0].pos += s;
-        let last = x.narrow(1, s - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps)?;
-        Ok(q8_forward(&self.output, &last)?.squeeze(1)?)
+        Ok(Hidden::States(x))
     }
 
     /// One token per sequence on plain slices, `x` holding their embeddings row by row: no tensor
