@@ -117,6 +117,28 @@ pub const VIEWS: &[(&str, &str)] = &[
             table_one_with_errors!()
         ),
     ),
+    // The contamination screen per model and service: how often a reference's continuation is
+    // high-risk (DevOps-Gym's thresholds), beside how often its never-published twin's is (the
+    // screen's false-positive rate), and the mean Min-K% Prob of each where the backend scored
+    // them. The sign test and the AUC with their CIs are in `stats`.
+    (
+        "contamination_summary",
+        "SELECT service, model, prefix_tokens, suffix_tokens, \
+         SUM(CASE WHEN variant = 'real' AND status IN ('high_risk', 'clean') THEN 1 ELSE 0 END) AS references_screened, \
+         SUM(CASE WHEN variant = 'real' AND status = 'high_risk' THEN 1 ELSE 0 END) AS references_high_risk, \
+         100.0 * SUM(CASE WHEN variant = 'real' AND status = 'high_risk' THEN 1 ELSE 0 END) \
+           / NULLIF(SUM(CASE WHEN variant = 'real' AND status IN ('high_risk', 'clean') THEN 1 ELSE 0 END), 0) AS high_risk_pct, \
+         SUM(CASE WHEN variant = 'twin' AND status IN ('high_risk', 'clean') THEN 1 ELSE 0 END) AS twins_screened, \
+         SUM(CASE WHEN variant = 'twin' AND status = 'high_risk' THEN 1 ELSE 0 END) AS twins_high_risk, \
+         100.0 * SUM(CASE WHEN variant = 'twin' AND status = 'high_risk' THEN 1 ELSE 0 END) \
+           / NULLIF(SUM(CASE WHEN variant = 'twin' AND status IN ('high_risk', 'clean') THEN 1 ELSE 0 END), 0) AS twin_high_risk_pct, \
+         SUM(CASE WHEN variant = 'real' AND status = 'too_short' THEN 1 ELSE 0 END) AS too_short, \
+         SUM(CASE WHEN variant = 'twin' AND status = 'no_twin' THEN 1 ELSE 0 END) AS no_twin, \
+         SUM(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors, \
+         AVG(CASE WHEN variant = 'real' THEN min_k END) AS mean_min_k_real, \
+         AVG(CASE WHEN variant = 'twin' THEN min_k END) AS mean_min_k_twin \
+         FROM contamination GROUP BY service, model, prefix_tokens, suffix_tokens ORDER BY service, model",
+    ),
     // How often each notion of "the same configuration" holds, per service and model: stripped
     // lines (exact), trees (tree_exact), the service's canonical form (sem_exact), and the
     // reference held inside the answer (sem_contains).

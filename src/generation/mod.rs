@@ -171,11 +171,25 @@ pub fn failure(who: &str, e: &LlmError) -> String {
 /// never an answered one: on a paid API nothing answered is billed twice. Rows come back in
 /// `items` order, whatever order the answers arrived in.
 pub fn run_items(cx: &Ctx, ask: &Asker, model_name: &str, round: u32, items: Vec<Item>) -> Result<Vec<Generation>> {
+    // The answers this partition already published, when it runs again for its errors.
+    let kept: Vec<Generation> = cx.kept::<Generation>()?;
+    run_items_with(cx, ask, model_name, round, items, kept)
+}
+
+/// [`run_items`] for a partition whose published rows are not `generations` rows: the caller
+/// hands over the answers it already published (`kept`, when it runs again for its errors).
+pub fn run_items_with(
+    cx: &Ctx,
+    ask: &Asker,
+    model_name: &str,
+    round: u32,
+    items: Vec<Item>,
+    kept: Vec<Generation>,
+) -> Result<Vec<Generation>> {
     let (m, service, ui) = (&ask.model, ask.service.as_str(), cx.ui);
     let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
     let mut rows = cx.batches::<Generation>()?;
-    // The answers this partition already published, when it runs again for its errors.
-    let kept: Vec<Generation> = cx.kept::<Generation>()?.into_iter().filter(|r| r.error.is_none()).collect();
+    let kept: Vec<Generation> = kept.into_iter().filter(|r| r.error.is_none()).collect();
     // An error is never an answer: only answers are left out of what is asked.
     let answered: HashSet<(String, u32)> =
         kept.iter().chain(rows.rows()).filter(|r| r.error.is_none()).map(|r| (r.pair_id.clone(), r.sample)).collect();

@@ -6,6 +6,7 @@
 //! line in [`SECTIONS`]: its `[stages.NAME]` type is declared in its file (or in the module it
 //! calls, when that module reads the settings too: `crawl`, `generation`).
 
+mod contamination;
 mod crawl;
 mod dedupe;
 mod extract;
@@ -47,6 +48,7 @@ pub const SECTIONS: &[SectionType] = &[
     SectionType::of::<crate::crawl::Settings>(),
     SectionType::of::<crate::generation::Settings>(),
     SectionType::of::<repair::Settings>(),
+    SectionType::of::<contamination::Settings>(),
     SectionType::of::<stats::Settings>(),
     SectionType::of::<report::Settings>(),
 ];
@@ -156,6 +158,7 @@ pub fn declare(cfg: &Config) -> Result<Graph> {
         generate::declare,
         quality,
         repair::declare,
+        contamination::declare,
         stats::declare,
         report::declare,
     ] {

@@ -7,7 +7,7 @@ use doc2ci_rows::{Lint, ModelRow, RowKey, Score, Validation};
 use doc2ci_stats::study::{StatRow, Unit};
 use serde::{Deserialize, Serialize};
 
-use super::tables::{GENERATIONS, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
+use super::tables::{CONTAMINATION, GENERATIONS, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
 use crate::config::{Config, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::Partition;
@@ -72,6 +72,8 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     }
     // Which requests errored: a pair without an answer is left out of its model's paired tests.
     deps.extend(g.all(GENERATIONS.name));
+    // The contamination screen's rates, sign tests and AUCs, per model and service.
+    deps.extend(g.all(CONTAMINATION.name));
     let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params };
     g.add(Node::new("stats", Partition::new(STATS, &[]), job).deps(deps));
     Ok(())
@@ -98,6 +100,8 @@ pub struct StudyRows {
     pub models: Vec<ModelRow>,
     /// The requests that errored, when generations partitions are among the inputs.
     pub errors: Vec<RowKey>,
+    /// Each contamination partition's rows, by (service, model).
+    pub contamination: Vec<((String, String), Vec<doc2ci_rows::Contamination>)>,
 }
 
 /// What stats reads of a generations row: which request it was and whether it failed.
@@ -113,7 +117,14 @@ struct Asked {
 
 impl StudyRows {
     pub fn read(cx: &Ctx, inputs: &[Partition]) -> Result<StudyRows> {
-        let mut r = StudyRows { scores: vec![], validations: vec![], lints: vec![], models: vec![], errors: vec![] };
+        let mut r = StudyRows {
+            scores: vec![],
+            validations: vec![],
+            lints: vec![],
+            models: vec![],
+            errors: vec![],
+            contamination: vec![],
+        };
         for p in inputs {
             if p.table == GENERATIONS.name {
                 let asked: Vec<Asked> = cx.wh.read_columns(p, &["pair_id", "sample", "round", "error"])?;
@@ -132,6 +143,9 @@ impl StudyRows {
                 r.lints.extend(cx.read::<Lint>(p)?);
             } else if p.table == MODELS.name {
                 r.models.extend(cx.read::<ModelRow>(p)?);
+            } else if p.table == CONTAMINATION.name {
+                let at = |c: &str| p.get(c).unwrap_or_default().to_string();
+                r.contamination.push(((at("service"), at("model")), cx.read(p)?));
             }
         }
         Ok(r)
@@ -160,7 +174,12 @@ impl Job for Stats {
             ci_metrics: s.ci_metrics.clone(),
             metrics: doc2ci_score::metric_infos().to_vec(),
         };
-        let rows: Vec<StatRow> = doc2ci_stats::study::run(&units, models, &study.errors, &params);
+        let mut rows: Vec<StatRow> = doc2ci_stats::study::run(&units, models, &study.errors, &params);
+        for ((service, model), screen) in &study.contamination {
+            use doc2ci_contamination::calibrate;
+            let summary = calibrate::summarize(&calibrate::screened(screen), params.seed, params.resamples);
+            rows.extend(calibrate::stat_rows(service, model, &summary));
+        }
         let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
         let errored = match study.errors.len() {
             0 => String::new(),

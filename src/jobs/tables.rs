@@ -31,6 +31,8 @@ pub const SCORES: TableDef = TableDef { name: "scores", partition_cols: &["servi
 pub const LINTS: TableDef = TableDef { name: "lints", partition_cols: &["service", "model"] };
 /// What each repair round revisited and fixed, per service and model.
 pub const REPAIRS: TableDef = TableDef { name: "repairs", partition_cols: &["service", "model"] };
+/// The contamination screen: each reference and its twin, continued by a model (`contamination`).
+pub const CONTAMINATION: TableDef = TableDef { name: "contamination", partition_cols: &["service", "model"] };
 
 /// The study's tests in tidy rows (one partition: they compare across services and models).
 pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
@@ -50,6 +52,7 @@ pub const TABLES: &[TableDef] = &[
     SCORES,
     LINTS,
     REPAIRS,
+    CONTAMINATION,
     STATS,
     REPORT,
 ];

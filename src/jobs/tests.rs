@@ -53,6 +53,8 @@ const SHAPE: &[&str] = &[
     "stages.score.enabled",
     "stages.lint.enabled",
     "stages.repair.enabled",
+    "stages.contamination.enabled",
+    "stages.contamination.services",
     "stages.stats.enabled",
     "stages.report.enabled",
 ];
@@ -152,6 +154,9 @@ base_model = "oa"
 enabled = true
 rounds = 1
 feedback = ["schema", "lint"]
+
+[stages.contamination]
+enabled = true
 "#,
         docsite = repo().join("docsite").display(),
         pairs = shared("GitHubActions_Docs.csv.gz"),

@@ -167,3 +167,26 @@ pub fn run_killed_with(config: &str, hook: (&str, &str), done: impl Fn() -> bool
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 }
+
+/// The body of one HTTP/1.1 request read from `s` (a loopback test server's), by its
+/// Content-Length.
+pub fn request_body(s: &std::net::TcpStream) -> Option<String> {
+    use std::io::{BufRead, BufReader, Read};
+    let mut r = BufReader::new(s.try_clone().ok()?);
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(String::from_utf8_lossy(&body).into_owned())
+}

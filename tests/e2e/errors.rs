@@ -7,7 +7,7 @@
 use crate::common::*;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,26 +17,6 @@ use std::time::Duration;
 /// How the server fails a request whose prompt holds the title.
 const FAILS: &[&str] = &["FAIL500", "TIMEOUT", "RATE429", "ERROROBJECT"];
 const ANSWERS: &[&str] = &["FINE1", "FINE2", "FINE3"];
-
-fn body_of(s: &std::net::TcpStream) -> Option<String> {
-    let mut r = BufReader::new(s.try_clone().ok()?);
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).ok()?;
-    Some(String::from_utf8_lossy(&body).into_owned())
-}
 
 /// A server on `l` that fails each [`FAILS`] title its own way until `healed`, and answers a
 /// valid workflow otherwise; it counts the requests it receives per title.
@@ -48,7 +28,7 @@ fn flaky_server(l: TcpListener, healed: Arc<AtomicBool>) -> Arc<Mutex<HashMap<St
             let Ok(mut s) = s else { continue };
             let (count, healed) = (count.clone(), healed.clone());
             std::thread::spawn(move || {
-                let Some(body) = body_of(&s) else { return };
+                let Some(body) = request_body(&s) else { return };
                 let title = FAILS.iter().chain(ANSWERS).find(|t| body.contains(*t)).copied().unwrap_or("?");
                 *count.lock().unwrap().entry(title.to_string()).or_default() += 1;
                 let reply = |s: &mut std::net::TcpStream, status: &str, extra: &str, b: &str| {

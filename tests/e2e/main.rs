@@ -4,6 +4,7 @@
 mod common;
 
 mod batch;
+mod contamination;
 mod crash;
 mod crawl;
 mod engine;

@@ -557,6 +557,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     }
     out.push(t);
 
+    out.push(contamination_table(inp));
     // Which tests ran on what n.
     let mut t = Table::new(
         "tests_run",
@@ -584,6 +585,56 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     }
     out.push(t);
     out
+}
+
+/// The contamination screen per model and service (issue 45): the high-risk rate on references
+/// beside the rate on their never-published twins (the screen's false positives), the sign test
+/// that references are recalled more, and Min-K%'s AUC where the backend scored the texts.
+fn contamination_table(inp: &Input) -> Table {
+    let mut t = Table::new(
+        "contamination",
+        "Contamination screen (DevOps-Gym's prefix completion): high-risk continuations of the references and of their twins (same files, edits no model saw; 95% Wilson CIs), the one-sided sign test over pairs with both (real-only / twin-only), the paired difference of the rates and Min-K% Prob's AUC of real vs twin (95% bootstrap CIs; 0.5: nothing recalled).",
+        &["Model", "Service", "References high-risk", "Twins high-risk", "Real-only / twin-only", "Sign p", "Difference", "Min-K% AUC"],
+    );
+    // Percentages with one decimal, an AUC (scale 1) with three.
+    let ci = |v: Option<f64>, lo: Option<f64>, hi: Option<f64>, scale: f64| {
+        let d = if scale == 1.0 { 3 } else { 1 };
+        match (v, lo, hi) {
+            (Some(v), Some(lo), Some(hi)) => format!("{:.d$} [{:.d$}, {:.d$}]", v * scale, lo * scale, hi * scale),
+            (Some(v), ..) => format!("{:.d$}", v * scale),
+            _ => "–".into(),
+        }
+    };
+    let find = |test: &str, svc: &str, m: &str, b: &str| {
+        inp.stats.iter().find(|r| r.test == test && r.service == svc && r.group_a == m && r.group_b == b)
+    };
+    let keys: BTreeSet<(&str, &str)> = inp
+        .stats
+        .iter()
+        .filter(|r| r.test == "contamination_rate")
+        .map(|r| (r.group_a.as_str(), r.service.as_str()))
+        .collect();
+    for (m, svc) in keys {
+        let rate = |b: &str| {
+            find("contamination_rate", svc, m, b).map_or("–".into(), |r| {
+                let k = r.effect.map_or(0, |e| (e * r.n as f64).round() as u64);
+                format!("{k}/{} = {}%", r.n, ci(r.effect, r.ci_low, r.ci_high, 100.0))
+            })
+        };
+        let sign = find("contamination_sign", svc, m, "twin");
+        let auc = find("contamination_auc", svc, m, "twin");
+        t.rows.push(vec![
+            m.into(),
+            disp(inp, svc),
+            rate("real"),
+            rate("twin"),
+            sign.map_or("–".into(), |r| format!("{} / {}", r.b.unwrap_or(0), r.c.unwrap_or(0))),
+            sign.and_then(|r| r.p).map_or("–".into(), |p| format!("{p:.3}")),
+            sign.map_or("–".into(), |r| ci(r.effect, r.ci_low, r.ci_high, 100.0) + " pp"),
+            auc.map_or("–".into(), |r| format!("{} (n = {})", ci(r.effect, r.ci_low, r.ci_high, 1.0), r.n)),
+        ]);
+    }
+    t
 }
 
 fn is_fine_tune(r: &StatRow) -> bool {

@@ -1,0 +1,189 @@
+//! Issue 45: the contamination screen against a memorising server. A loopback OpenAI-compatible
+//! server that has "seen" a known half of real llm4ci references answers the continuation
+//! instruction with their true rest, and invents the same idiomatic YAML for everything else
+//! (the other half, every twin, the study's own prompts). The screen flags exactly that half,
+//! no twin, and runs again only for its own keys.
+
+use crate::common::*;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use doc2ci_testkit::llm4ci_column;
+
+/// What the server writes when it does not know the file: plausible, and no file's continuation.
+const INVENTED: &str = "    timeout-minutes: 17\n    env:\n      PREVIEW_BUCKET: preview-artifacts\n      \
+                        RETENTION_DAYS: 3\n    concurrency:\n      group: preview-${{ github.ref }}\n      \
+                        cancel-in-progress: true\n";
+
+/// Real references long enough for 50 + 50 tokens, with distinct 50-token openings.
+fn references(n: usize) -> Vec<String> {
+    let mut refs = llm4ci_column("GitHubActions_Docs.csv.gz", "Code");
+    refs.sort_by_key(|(i, _)| *i);
+    let mut seen = BTreeSet::new();
+    refs.into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.split_whitespace().count() >= 120)
+        .filter(|r| seen.insert(r.split_whitespace().take(50).collect::<Vec<_>>().join(" ")))
+        .take(n)
+        .collect()
+}
+
+/// The text after the first `k` whitespace tokens of `r`, as written.
+fn rest_after(r: &str, k: usize) -> &str {
+    let mut at = 0;
+    for _ in 0..k {
+        let t = &r[at..];
+        let start = t.len() - t.trim_start().len();
+        let end = t[start..].find(char::is_whitespace).map_or(t.len(), |i| start + i);
+        at += end;
+    }
+    &r[at..]
+}
+
+/// The server: `memory` maps a prefix it has seen to the file's rest. Counts its requests.
+fn memorising_server(l: TcpListener, memory: HashMap<String, String>) -> Arc<AtomicUsize> {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    let memory = Arc::new(memory);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (count, memory) = (count.clone(), memory.clone());
+            std::thread::spawn(move || {
+                let Some(body) = request_body(&s) else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                let req: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                let prompt =
+                    req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or("");
+                let answer = prompt
+                    .split_once("First piece:\n")
+                    .and_then(|(_, prefix)| memory.get(prefix).cloned())
+                    .unwrap_or_else(|| INVENTED.to_string());
+                let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5}});
+                let b = j.to_string();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                    b.len()
+                );
+            });
+        }
+    });
+    asked
+}
+
+const ROWS: &str = "read_parquet('{wh}/contamination/**/*.parquet', hive_partitioning=true)";
+
+#[test]
+fn the_screen_flags_exactly_the_memorised_half_and_no_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let refs = references(12);
+    assert_eq!(refs.len(), 12);
+    // The server has seen the even-numbered references, from their 50-token opening on.
+    let memory: HashMap<String, String> = refs
+        .iter()
+        .step_by(2)
+        .map(|r| {
+            let rest = rest_after(r, 50);
+            (r[..r.len() - rest.len()].to_string(), rest.to_string())
+        })
+        .collect();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    let asked = memorising_server(l, memory);
+    let pairs: String = refs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            serde_json::json!({"id": format!("{i:02}"), "url": format!("https://docs.example.com/{i}"),
+                "title": format!("Page {i}"), "description": format!("Workflow number {i}."), "reference": r})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(d.join("pairs.jsonl"), pairs).unwrap();
+    let study = |suffix: usize| {
+        format!(
+            "[study]\nwarehouse = \"wh\"\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n\
+             [[sources]]\nkind = \"import\"\nformat = \"jsonl\"\npath = \"pairs.jsonl\"\nservice = \"github-actions\"\n\n\
+             [[models]]\nname = \"memo\"\nbackend = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\n\n\
+             [stages.lint]\nenabled = false\n[stages.score]\nenabled = false\n\n\
+             [stages.contamination]\nenabled = true\nsuffix_tokens = {suffix}\n"
+        )
+    };
+    let cfg = d.join("pipeline.toml");
+    std::fs::write(&cfg, study(50)).unwrap();
+    let cfg = cfg.display().to_string();
+    let wh = d.join("wh");
+    run_ok(&["run", "--config", &cfg]);
+
+    let rows = duck(
+        &wh,
+        &format!(
+            "SELECT p.source_id, c.variant, c.status, c.t, c.flags, c.twin_valid FROM {ROWS} c \
+             JOIN read_parquet('{{wh}}/pairs/**/*.parquet', hive_partitioning=true) p USING (pair_id) ORDER BY p.source_id, c.variant"
+        ),
+    );
+    assert_eq!(rows.len(), 24, "a real and a twin row per pair: {rows:?}");
+    let flagged: Vec<String> = rows
+        .iter()
+        .filter(|r| r[1] == "real" && r[2] == "high_risk")
+        .map(|r| r[0].as_str().unwrap().to_string())
+        .collect();
+    let memorised: Vec<String> = (0..12).step_by(2).map(|i| format!("{i:02}")).collect();
+    assert_eq!(flagged, memorised, "exactly the memorised half: {rows:?}");
+    for r in rows.iter().filter(|r| r[1] == "real" && r[2] == "high_risk") {
+        assert_eq!(
+            (r[3].as_f64(), r[4].as_str()),
+            (Some(100.0), Some("s,t,p,l,b")),
+            "the true rest matches fully: {r:?}"
+        );
+    }
+    let real_clean = rows.iter().filter(|r| r[1] == "real" && r[2] == "clean").count();
+    assert_eq!(real_clean, 6, "{rows:?}");
+    let twins: Vec<&Vec<serde_json::Value>> = rows.iter().filter(|r| r[1] == "twin").collect();
+    assert!(twins.iter().all(|r| r[2] != "high_risk"), "no twin is recalled: {twins:?}");
+    let screened_twins = twins.iter().filter(|r| r[2] == "clean").count();
+    assert!(screened_twins >= 10, "most twins are valid and screened: {twins:?}");
+    assert!(twins.iter().filter(|r| r[2] == "clean").all(|r| r[5] == true), "{twins:?}");
+
+    let summary = run_ok(&[
+        "sql",
+        "--config",
+        &cfg,
+        "--format",
+        "csv",
+        "SELECT model, references_screened, references_high_risk, high_risk_pct, twin_high_risk_pct, too_short FROM contamination_summary",
+    ]);
+    assert!(summary.contains("memo,12,6,50.0,0.0,0"), "{summary}");
+
+    // Real references are recalled more than their twins: 6 pairs one way, none the other.
+    let sign =
+        duck(&wh, "SELECT b, c, p, n FROM read_parquet('{wh}/stats/**/*.parquet') WHERE test = 'contamination_sign'");
+    assert_eq!(sign.len(), 1, "{sign:?}");
+    // (Only pairs whose twin was screened count: each memorised one is real-only.)
+    let (b, c, p) = (sign[0][0].as_u64().unwrap(), sign[0][1].as_u64(), sign[0][2].as_f64());
+    assert!(b >= 5 && c == Some(0) && (p.unwrap() - 0.5f64.powi(b as i32)).abs() < 1e-12, "{sign:?}");
+
+    // Nothing changed: nothing asked.
+    let before = asked.load(Ordering::SeqCst);
+    let again = run_ok(&["run", "--config", &cfg]);
+    assert_eq!(asked.load(Ordering::SeqCst), before, "{again}");
+    // Its own key changed: only the screen runs again, the study's answers are kept.
+    let gens = file_times(&wh.join("generations"));
+    std::fs::write(d.join("pipeline.toml"), study(40)).unwrap();
+    let out = run_ok(&["run", "--config", &cfg]);
+    assert_eq!(file_times(&wh.join("generations")), gens, "{out}");
+    let n = duck(
+        &wh,
+        &format!("SELECT COUNT(*) FROM {ROWS} WHERE suffix_tokens = 40 AND variant = 'real' AND status = 'high_risk'"),
+    );
+    assert_eq!(n[0][0].as_u64(), Some(6), "{out}");
+}
