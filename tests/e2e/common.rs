@@ -190,3 +190,50 @@ pub fn request_body(s: &std::net::TcpStream) -> Option<String> {
     r.read_exact(&mut body).ok()?;
     Some(String::from_utf8_lossy(&body).into_owned())
 }
+
+/// What a loopback test server sends back: a status line, extra header lines (each ending in
+/// CRLF) and a JSON body.
+pub struct Reply {
+    pub status: &'static str,
+    pub headers: &'static str,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn ok(body: String) -> Reply {
+        Reply { status: "200 OK", headers: "", body }
+    }
+}
+
+/// A chat-completions reply whose answer is `content`.
+pub fn chat_reply(content: &str) -> Reply {
+    Reply::ok(
+        serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        .to_string(),
+    )
+}
+
+/// A loopback HTTP server on `l`: each request's body is handed to `answer` on a thread of its
+/// own, and what it returns is sent (None: nothing, as a server that hangs).
+pub fn serve(l: std::net::TcpListener, answer: impl Fn(&str) -> Option<Reply> + Send + Sync + 'static) {
+    use std::io::Write;
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let Some(body) = request_body(&s) else { return };
+                if let Some(Reply { status, headers, body }) = answer(&body) {
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            });
+        }
+    });
+}

@@ -7,7 +7,6 @@
 use crate::common::*;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,32 +47,13 @@ fn rest_after(r: &str, k: usize) -> &str {
 fn memorising_server(l: TcpListener, memory: HashMap<String, String>) -> Arc<AtomicUsize> {
     let asked = Arc::new(AtomicUsize::new(0));
     let count = asked.clone();
-    let memory = Arc::new(memory);
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let (count, memory) = (count.clone(), memory.clone());
-            std::thread::spawn(move || {
-                let Some(body) = request_body(&s) else { return };
-                count.fetch_add(1, Ordering::SeqCst);
-                let req: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-                let prompt =
-                    req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or("");
-                let answer = prompt
-                    .split_once("First piece:\n")
-                    .and_then(|(_, prefix)| memory.get(prefix).cloned())
-                    .unwrap_or_else(|| INVENTED.to_string());
-                let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5}});
-                let b = j.to_string();
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
-                    b.len()
-                );
-            });
-        }
+    serve(l, move |body| {
+        count.fetch_add(1, Ordering::SeqCst);
+        let req: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        let prompt =
+            req["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or("");
+        let known = prompt.split_once("First piece:\n").and_then(|(_, prefix)| memory.get(prefix));
+        Some(chat_reply(known.map_or(INVENTED, String::as_str)))
     });
     asked
 }

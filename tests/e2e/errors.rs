@@ -23,41 +23,26 @@ const ANSWERS: &[&str] = &["FINE1", "FINE2", "FINE3"];
 fn flaky_server(l: TcpListener, healed: Arc<AtomicBool>) -> Arc<Mutex<HashMap<String, usize>>> {
     let asked: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let count = asked.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let (count, healed) = (count.clone(), healed.clone());
-            std::thread::spawn(move || {
-                let Some(body) = request_body(&s) else { return };
-                let title = FAILS.iter().chain(ANSWERS).find(|t| body.contains(*t)).copied().unwrap_or("?");
-                *count.lock().unwrap().entry(title.to_string()).or_default() += 1;
-                let reply = |s: &mut std::net::TcpStream, status: &str, extra: &str, b: &str| {
-                    let _ = write!(
-                        s,
-                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{b}",
-                        b.len()
-                    );
-                };
-                let failing = !healed.load(Ordering::SeqCst);
-                match title {
-                    "FAIL500" if failing => reply(&mut s, "500 Internal Server Error", "", "{\"error\": \"boom\"}"),
-                    "TIMEOUT" if failing => std::thread::sleep(Duration::from_secs(4)),
-                    "RATE429" if failing => reply(&mut s, "429 Too Many Requests", "Retry-After: 0\r\n", "{}"),
-                    "ERROROBJECT" if failing => reply(
-                        &mut s,
-                        "200 OK",
-                        "",
-                        "{\"error\": {\"message\": \"The server had an error while processing your request\", \"type\": \"server_error\"}}",
-                    ),
-                    _ => {
-                        let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
-                            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
-                            "content": "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n"}}],
-                            "usage": {"prompt_tokens": 10, "completion_tokens": 5}});
-                        reply(&mut s, "200 OK", "", &j.to_string());
-                    }
-                }
-            });
+    serve(l, move |body| {
+        let title = FAILS.iter().chain(ANSWERS).find(|t| body.contains(*t)).copied().unwrap_or("?");
+        *count.lock().unwrap().entry(title.to_string()).or_default() += 1;
+        let failing = !healed.load(Ordering::SeqCst);
+        match title {
+            "FAIL500" if failing => {
+                Some(Reply { status: "500 Internal Server Error", headers: "", body: "{\"error\": \"boom\"}".into() })
+            }
+            "TIMEOUT" if failing => {
+                std::thread::sleep(Duration::from_secs(4));
+                None
+            }
+            "RATE429" if failing => {
+                Some(Reply { status: "429 Too Many Requests", headers: "Retry-After: 0\r\n", body: "{}".into() })
+            }
+            "ERROROBJECT" if failing => Some(Reply::ok(
+                "{\"error\": {\"message\": \"The server had an error while processing your request\", \"type\": \"server_error\"}}"
+                    .into(),
+            )),
+            _ => Some(chat_reply("on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n")),
         }
     });
     asked

@@ -177,26 +177,6 @@ fn kill_9_between_publish_and_record_asks_nothing_again() {
 /// An OpenAI-compatible endpoint that answers by the pair's title: garbage, an empty answer,
 /// invalid UTF-8, a body that never ends, or a proper completion.
 /// One HTTP request's body, read off a connection (`None`: the client went away).
-fn read_request(s: &std::net::TcpStream) -> Option<String> {
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return None;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0u8; len];
-    let _ = r.read_exact(&mut body);
-    Some(String::from_utf8_lossy(&body).into_owned())
-}
-
 fn hostile_server() -> (String, std::thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", l.local_addr().unwrap());
@@ -204,7 +184,7 @@ fn hostile_server() -> (String, std::thread::JoinHandle<()>) {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             std::thread::spawn(move || {
-                let Some(body) = read_request(&s) else { return };
+                let Some(body) = request_body(&s) else { return };
                 let ok = |content: &str| {
                     let j = serde_json::json!({"id": "x", "object": "chat.completion", "model": "m",
                         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
@@ -581,7 +561,7 @@ pub(crate) fn answering_server(
             let Ok(mut s) = s else { continue };
             let (n, fail) = (count.clone(), fail.clone());
             std::thread::spawn(move || {
-                if read_request(&s).is_none() {
+                if request_body(&s).is_none() {
                     return;
                 }
                 n.fetch_add(1, Ordering::SeqCst);

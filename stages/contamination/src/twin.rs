@@ -63,21 +63,11 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("this", "the"),
 ];
 
-/// GitLab CI's top-level keywords: not jobs.
-const GITLAB_KEYWORDS: &[&str] = &[
-    "default",
-    "include",
-    "stages",
-    "variables",
-    "workflow",
-    "image",
-    "services",
-    "cache",
-    "before_script",
-    "after_script",
-    "spec",
-    "pages",
-];
+/// GitLab CI's top-level keys that are not jobs: the keywords, and `pages`, a job whose name
+/// GitLab gives a meaning.
+fn gitlab_keyword(key: &str) -> bool {
+    doc2ci_sem::gitlab_ci::GLOBAL_KEYWORDS.contains(&key) || key == "pages"
+}
 
 /// Keys whose values name branches.
 const BRANCH_KEYS: &[&str] = &["branches", "branches-ignore", "branch", "only", "except"];
@@ -168,7 +158,7 @@ fn identifiers(service: &str, lines: &[&str]) -> Vec<String> {
             under =
                 l.key.filter(|k| parents.contains(k) || (service == "gitlab-ci" && *k == "stages")).map(|k| (k, None));
             if let (Some(k), "gitlab-ci") = (l.key, service) {
-                if !GITLAB_KEYWORDS.contains(&k) {
+                if !gitlab_keyword(k) {
                     push(k);
                 }
             }
