@@ -22,7 +22,8 @@ for m in $MODELS; do
   case "$m" in
     smollm2) entry='backend = "embedded"' ;;
     gemma3) entry="backend = \"llama-cpp\"
-model = \"$gemma\"" ;;
+model = \"$gemma\"
+chat_template = \"gemma\"" ;;
     *) echo "contamination: unknown model $m (smollm2, gemma3)" >&2; exit 1 ;;
   esac
   d="$WORK/$m"
