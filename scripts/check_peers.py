@@ -8,7 +8,7 @@ import sys
 MODULES = [
     # validity peers (stages/validate, peers/validity.py)
     "ruamel.yaml", "jsonschema", "check_jsonschema",
-    # metric peers (peers/metrics.py)
+    # metric peers (peers/metrics.py) and the contamination measures (peers/contamination.py)
     "sacrebleu", "crystalbleu", "zss", "rapidfuzz", "nltk", "deepdiff",
     # the workflow differ beside the semantic metrics (peers/gawd.py)
     "gawd",
@@ -23,7 +23,8 @@ MODULES = [
     "scipy", "statsmodels", "sklearn", "numpy",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
     "moto.server", "boto3", "polars",
-    # generation peers (peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/)
+    # generation peers (peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/;
+    # peers/token_logprobs.py, which made libs/smollm/tests/data/llamacpp_logprobs.json)
     "xllamacpp", "openai",
 ]
 

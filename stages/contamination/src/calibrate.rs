@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use doc2ci_rows::Contamination;
 use doc2ci_stats::study::StatRow;
-use doc2ci_stats::{percentile, rankdata, Rng};
+use doc2ci_stats::{binom_half_sf, cliffs_delta, percentile, Rng};
 use serde::{Deserialize, Serialize};
 
 /// One pair as screened for one model: each verdict (high-risk or not) where that text was
@@ -62,51 +62,17 @@ pub struct Summary {
     pub auc: Option<Estimate>,
 }
 
-const Z95: f64 = 1.959963984540054;
-
-/// statsmodels' `proportion_confint(k, n, method="wilson")` at 95%.
+/// statsmodels' `proportion_confint(k, n, method="wilson")` at 95%, as a [`Rate`].
 pub fn wilson(k: u64, n: u64) -> Rate {
-    if n == 0 {
-        return Rate { k, n, rate: f64::NAN, lo: f64::NAN, hi: f64::NAN };
-    }
-    let (kf, nf) = (k as f64, n as f64);
-    let p = kf / nf;
-    let z2 = Z95 * Z95;
-    let denom = 1.0 + z2 / nf;
-    let centre = (p + z2 / (2.0 * nf)) / denom;
-    let half = Z95 * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / denom;
-    Rate { k, n, rate: p, lo: (centre - half).max(0.0), hi: (centre + half).min(1.0) }
-}
-
-/// P(X ≥ k) for X ~ Binomial(n, ½), in log space so any n works.
-pub fn sign_test_greater(k: u64, n: u64) -> f64 {
-    if k == 0 {
-        return 1.0;
-    }
-    let ln_fact: Vec<f64> = std::iter::once(0.0)
-        .chain((1..=n).scan(0.0, |acc, i| {
-            *acc += (i as f64).ln();
-            Some(*acc)
-        }))
-        .collect();
-    let ln_half_n = n as f64 * 0.5f64.ln();
-    let terms: Vec<f64> =
-        (k..=n).map(|i| ln_fact[n as usize] - ln_fact[i as usize] - ln_fact[(n - i) as usize] + ln_half_n).collect();
-    let max = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    (max + terms.iter().map(|t| (t - max).exp()).sum::<f64>().ln()).exp().min(1.0)
+    let rate = if n == 0 { f64::NAN } else { k as f64 / n as f64 };
+    let (lo, hi) = doc2ci_stats::wilson_ci(k, n, 0.95);
+    Rate { k, n, rate, lo, hi }
 }
 
 /// ROC AUC of scores where `positive` should score higher (sklearn's `roc_auc_score`: ties count
-/// half); None without both classes.
+/// half), which is (1 + Cliff's δ) / 2; None without both classes.
 pub fn auc(positive: &[f64], negative: &[f64]) -> Option<f64> {
-    if positive.is_empty() || negative.is_empty() {
-        return None;
-    }
-    let all: Vec<f64> = positive.iter().chain(negative).copied().collect();
-    let (ranks, _) = rankdata(&all);
-    let (n1, n2) = (positive.len() as f64, negative.len() as f64);
-    let r1: f64 = ranks[..positive.len()].iter().sum();
-    Some((r1 - n1 * (n1 + 1.0) / 2.0) / (n1 * n2))
+    (!positive.is_empty() && !negative.is_empty()).then(|| (1.0 + cliffs_delta(positive, negative)) / 2.0)
 }
 
 /// The percentile interval of `stat` over `resamples` resamples of the pairs (with replacement).
@@ -161,7 +127,7 @@ pub fn summarize(screened: &[Screened], seed: u64, resamples: usize) -> Summary 
         pairs: both.len() as u64,
         real_only,
         twin_only,
-        sign_p: sign_test_greater(real_only, real_only + twin_only),
+        sign_p: binom_half_sf(real_only, real_only + twin_only),
         difference,
         min_k_pairs: scored.len() as u64,
         auc: auc_est,
@@ -251,9 +217,9 @@ mod tests {
     /// `proportion_confint(7, 40, method="wilson")`, `(0, 25)`, `roc_auc_score` below.
     #[test]
     fn the_statistics_equal_their_python_values() {
-        assert!(close(sign_test_greater(9, 12), 0.072998046875));
-        assert!((sign_test_greater(30, 45) - 0.017848901777597348).abs() < 1e-12);
-        assert_eq!(sign_test_greater(0, 0), 1.0);
+        assert!(close(binom_half_sf(9, 12), 0.072998046875));
+        assert!((binom_half_sf(30, 45) - 0.017848901777597348).abs() < 1e-12);
+        assert_eq!(binom_half_sf(0, 0), 1.0);
         let r = wilson(7, 40);
         assert!(close(r.lo, 0.0874541374603592) && close(r.hi, 0.3194999033178772), "{r:?}");
         let r = wilson(0, 25);

@@ -375,6 +375,43 @@ fn binom_half_cdf(k: u64, n: u64) -> f64 {
     sum as f64 / 2f64.powi(n as i32)
 }
 
+/// P(X ≥ k) for X ~ Binomial(n, ½): the one-sided exact sign test of k successes in n (scipy's
+/// `binomtest(k, n, alternative="greater")`), summed in log space so any n works.
+pub fn binom_half_sf(k: u64, n: u64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    let ln_fact: Vec<f64> = std::iter::once(0.0)
+        .chain((1..=n).scan(0.0, |acc, i| {
+            *acc += (i as f64).ln();
+            Some(*acc)
+        }))
+        .collect();
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    let terms: Vec<f64> =
+        (k..=n).map(|i| ln_fact[n as usize] - ln_fact[i as usize] - ln_fact[(n - i) as usize] + ln_half_n).collect();
+    let max = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (max + terms.iter().map(|t| (t - max).exp()).sum::<f64>().ln()).exp().min(1.0)
+}
+
+/// Wilson score interval of k successes in n at `confidence` (statsmodels'
+/// `proportion_confint(k, n, method="wilson")`); NaNs for n = 0.
+pub fn wilson_ci(k: u64, n: u64, confidence: f64) -> (f64, f64) {
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let z = z_for_confidence(confidence);
+    let (p, nf) = (k as f64 / n as f64, n as f64);
+    let z2 = z * z;
+    let denom = 1.0 + z2 / nf;
+    let centre = (p + z2 / (2.0 * nf)) / denom;
+    let half = z * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
 /// `numpy.percentile(v, q)` with the default linear interpolation; `v` need not be sorted.
 pub fn percentile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
