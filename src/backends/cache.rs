@@ -274,6 +274,7 @@ mod tests {
             services: vec![],
             model_file: None,
             local: Default::default(),
+            completions: Default::default(),
         }
     }
 

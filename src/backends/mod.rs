@@ -59,6 +59,10 @@ pub struct GenSettings {
     /// A server doc2ci starts itself (`llama-cpp`): its slots, threads and chat template.
     #[serde(skip)]
     pub local: LocalServer,
+    /// What the backend does beside chat: continue a text as is, score a text's tokens (set by
+    /// its keys; the contamination screen's key holds it).
+    #[serde(skip)]
+    pub completions: doc2ci_llm::Completions,
 }
 
 /// The parameters that decide what a model outputs.
@@ -177,7 +181,13 @@ pub struct ApiKeyKeys {
 
 pub fn api_key_keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
     let k: ApiKeyKeys = e.rest(cx)?;
-    if let Some(k) = &k.api_key_env {
+    g.api_key_env = api_key_env(cx, model, k.api_key_env)?;
+    Ok(())
+}
+
+/// `api_key_env`, checked to name a variable (never the key itself).
+pub fn api_key_env(cx: &Ctx, model: &str, k: Option<Spanned<String>>) -> Result<Option<String>> {
+    if let Some(k) = &k {
         let v = k.get_ref();
         if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             // Never echo the value: people paste the key itself here.
@@ -192,8 +202,7 @@ pub fn api_key_keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Res
             );
         }
     }
-    g.api_key_env = k.api_key_env.map(Spanned::into_inner);
-    Ok(())
+    Ok(k.map(Spanned::into_inner))
 }
 
 // Each backend's file, declared where rustfmt sees it; [`registry!`] lists it in [`BACKENDS`]

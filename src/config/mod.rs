@@ -153,6 +153,8 @@ pub struct Model {
     /// A declared model this one was fine-tuned from (RQ6 compares them pair by pair).
     #[serde(skip)]
     pub base_model: Option<String>,
+    #[serde(skip)]
+    pub knowledge_cutoff: Option<String>,
     pub kind: ModelKind,
 }
 

@@ -32,6 +32,10 @@ struct Common {
     proprietary: Option<bool>,
     #[serde(default)]
     base_model: Option<Spanned<String>>,
+    /// The last day the model's training data covers (`YYYY-MM-DD`): the time split compares
+    /// pairs published after it with those before.
+    #[serde(default)]
+    knowledge_cutoff: Option<Spanned<String>>,
 }
 
 /// Keys of `backend = "import"` beside its file's ([`FileKeys`]).
@@ -162,6 +166,19 @@ pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], source
         if let Some(b) = &c.base_model {
             bases.push((name.clone(), b.get_ref().clone(), b.span()));
         }
+        let knowledge_cutoff = match &c.knowledge_cutoff {
+            None => None,
+            Some(k) => match doc2ci_rows::iso_day(k.get_ref()) {
+                Some(d) => Some(d),
+                None => {
+                    return cx.err(
+                        k.span(),
+                        "models.knowledge_cutoff",
+                        format!("model `{name}`: knowledge_cutoff `{}` is not a day (YYYY-MM-DD)", k.get_ref()),
+                    )
+                }
+            },
+        };
         models.push(Model {
             name,
             family: c.family,
@@ -169,6 +186,7 @@ pub(super) fn models(cx: &Ctx, entries: Vec<Entry>, services: &[Service], source
             code: c.code,
             proprietary: c.proprietary,
             base_model: c.base_model.map(|b| b.into_inner()),
+            knowledge_cutoff,
             kind,
         });
     }
@@ -360,5 +378,6 @@ fn gen_settings(cx: &Ctx, common: &Common, m: GenKeys, services: &[Service]) -> 
         model_file,
         // Set by the backend's own keys (`llama-cpp`).
         local: Default::default(),
+        completions: Default::default(),
     })
 }

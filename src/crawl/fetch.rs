@@ -151,8 +151,16 @@ impl Http {
         if !r.status().is_success() || r.content_length().is_some_and(|l| l > self.params.max_page_bytes) {
             return None;
         }
-        let b = r.bytes().await.ok()?;
-        (b.len() as u64 <= self.params.max_page_bytes).then(|| String::from_utf8_lossy(&b).into_owned())
+        // Read by chunks: a server that sends no length (or lies about it) stops at the cap.
+        let mut r = r;
+        let mut b = Vec::new();
+        while let Some(c) = r.chunk().await.ok()? {
+            b.extend_from_slice(&c);
+            if b.len() as u64 > self.params.max_page_bytes {
+                return None;
+            }
+        }
+        Some(String::from_utf8_lossy(&b).into_owned())
     }
 
     /// robots.txt of the origin; absent or unreadable means everything is allowed.

@@ -65,6 +65,45 @@ pub fn resolve_backend(p: &Settings, spec: &CrawlSource) -> String {
 
 /// Served folders have no stable origin (the port changes per run): their pages are recorded
 /// by path, remote sites by full URL.
+/// A page of the previous crawl, as far as dating needs it.
+struct Prior {
+    fetched_at: String,
+    html: u64,
+    changed_after: Option<String>,
+}
+
+/// Compared within one run only (previous HTML against new), so any stable-in-process hash does.
+fn hash_of(html: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    html.hash(&mut h);
+    h.finish()
+}
+
+/// Child sitemaps of an index read, at most: a site's index names a handful.
+const MAX_CHILD_SITEMAPS: usize = 16;
+
+/// The site's sitemap entries (loc, lastmod day), following one level of a sitemap index to
+/// children on the site's own origin. Absent, unreadable or oversized sitemaps give nothing.
+async fn sitemap(client: &Http, url: &Url, resolve: &impl Fn(&str) -> Result<Url>) -> Vec<(String, Option<String>)> {
+    let Some(xml) = client.text(url).await else { return Vec::new() };
+    let (mut urls, children) = doc2ci_crawl::dates::sitemap_entries(&xml);
+    for c in children.iter().take(MAX_CHILD_SITEMAPS) {
+        let Ok(mut cu) = Url::parse(c).or_else(|_| resolve(c)) else { continue };
+        if cu.origin() != url.origin() {
+            // A mirror serves the site's child sitemaps under its own origin, as it does pages.
+            let mut r = url.clone();
+            r.set_path(cu.path());
+            r.set_query(cu.query());
+            cu = r;
+        }
+        if let Some(x) = client.text(&cu).await {
+            urls.extend(doc2ci_crawl::dates::sitemap_entries(&x).0);
+        }
+    }
+    urls
+}
+
 fn shown(u: &Url, served: bool) -> String {
     if served {
         match u.query() {
@@ -182,10 +221,17 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
     // as they are; the others with validators are asked again conditionally (a 304 transfers nothing).
     let mut cache: HashMap<String, Page> = HashMap::new();
     let mut previous: HashMap<String, Page> = HashMap::new();
+    // What the previous crawl saw at each URL: whether the HTML changed since dates new examples.
+    let mut prior: HashMap<String, Prior> = HashMap::new();
     let now = chrono::Utc::now();
     for pg in wh.read::<Page>(&cx.node.part).unwrap_or_default() {
         if pg.error.is_some() {
             continue;
+        }
+        if let Some(h) = &pg.html {
+            let seen =
+                Prior { fetched_at: pg.fetched_at.clone(), html: hash_of(h), changed_after: pg.changed_after.clone() };
+            prior.insert(pg.requested_url.clone(), seen);
         }
         let fresh = !served
             && p.max_age_hours > 0.0
@@ -217,26 +263,30 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
             queue.push_back((u, 0));
         }
     }
-    if profile.sitemap {
+    // The sitemap dates pages (`lastmod`) whether or not it also starts the crawl.
+    let mut lastmods: HashMap<String, String> = HashMap::new();
+    let mut from_sitemap = 0usize;
+    let sitemap_url = resolve("/sitemap.xml")?;
+    for (loc, lastmod) in sitemap(&robots_client, &sitemap_url, &resolve).await {
         // A sitemap lists the site's own URLs; a mirror or local copy serves them under its origin.
-        let url = resolve("/sitemap.xml")?;
-        let locs = robots_client.text(&url).await.map(|x| doc2ci_crawl::sitemap_locs(&x)).unwrap_or_default();
-        let mut added = 0usize;
-        for loc in locs {
-            let Ok(mut u) = Url::parse(&loc).or_else(|_| resolve(&loc)) else { continue };
-            if u.origin() != origin.origin() {
-                let mut r = origin.clone();
-                r.set_path(u.path());
-                r.set_query(u.query());
-                u = r;
-            }
-            let u = normalize(&u, profile.keep_query);
-            if in_scope(&u, &scope).is_none() && seen.insert(shown(&u, served)) {
-                queue.push_back((u, 0));
-                added += 1;
-            }
+        let Ok(mut u) = Url::parse(&loc).or_else(|_| resolve(&loc)) else { continue };
+        if u.origin() != origin.origin() {
+            let mut r = origin.clone();
+            r.set_path(u.path());
+            r.set_query(u.query());
+            u = r;
         }
-        ui.info(&format!("{}: {added} start URLs from {url}", label));
+        let u = normalize(&u, profile.keep_query);
+        if let Some(d) = lastmod {
+            lastmods.insert(shown(&u, served), d);
+        }
+        if profile.sitemap && in_scope(&u, &scope).is_none() && seen.insert(shown(&u, served)) {
+            queue.push_back((u, 0));
+            from_sitemap += 1;
+        }
+    }
+    if profile.sitemap {
+        ui.info(&format!("{}: {from_sitemap} start URLs from {sitemap_url}", label));
     }
     let mut done: HashSet<String> = HashSet::new();
     for pg in pages.rows() {
@@ -437,6 +487,13 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
             // The browser may end elsewhere (meta refresh): never fetch that URL again either.
             seen.insert(final_shown.clone());
             landed_at.insert(final_shown.clone());
+            let requested = shown(&u, served);
+            let sitemap_lastmod = lastmods.get(&final_shown).or_else(|| lastmods.get(&requested)).cloned();
+            let changed_after = match (prior.get(&requested), &f.html) {
+                (Some(pr), Some(h)) if pr.html == hash_of(h) => pr.changed_after.clone(),
+                (Some(pr), Some(_)) => Some(pr.fetched_at.clone()),
+                _ => None,
+            };
             let page = Page {
                 service: site.service.clone(),
                 source: site.source.clone(),
@@ -459,6 +516,8 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
                 canonical,
                 not_modified: f.not_modified,
                 transferred: f.transferred,
+                sitemap_lastmod,
+                changed_after,
             };
             if let Some(e) = &page.error {
                 ui.info(&format!("{}: {}: {e}", label, page.requested_url));

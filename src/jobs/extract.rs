@@ -1,9 +1,12 @@
 //! extract: cached pages → `pairs_raw` (description→YAML pairs) and `code_blocks` (every code
 //! block met and what became of it: the crawl summary), with the profile's selectors. A change of
-//! selectors re-runs only this, never the crawl.
+//! selectors re-runs only this, never the crawl. The partition's previous rows are its history:
+//! an example they lack, met on a page that changed since, is dated after the previous crawl.
 
 use anyhow::{anyhow, Result};
+use doc2ci_crawl::dates::History;
 use doc2ci_crawl::rows::{code_blocks, extracted, raw_pairs, Origin};
+use doc2ci_rows::RawPair;
 use serde::Serialize;
 
 use super::tables::{CODE_BLOCKS, PAIRS_RAW};
@@ -41,7 +44,10 @@ impl Job for Extract {
             let pairs = rows.iter().filter(|b| b.kind == "pair").count();
             cx.publish(&rows, Some(format!("{} code blocks, {pairs} pairs", rows.len())))
         } else {
-            let (rows, note) = raw_pairs(from, spec.profile.content_root.as_str(), pages);
+            // The previous extraction is the crawl history: what it had is not new now.
+            let previous: Vec<RawPair> = cx.wh.read(&cx.node.part).unwrap_or_default();
+            let history = History::of(&previous);
+            let (rows, note) = raw_pairs(from, spec.profile.content_root.as_str(), pages, &history);
             cx.publish(&rows, Some(note))
         }
     }

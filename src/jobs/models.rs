@@ -35,6 +35,7 @@ fn model_rows(cfg: &Config) -> Vec<ModelRow> {
             code: m.code,
             proprietary: m.proprietary,
             base_model: m.base_model.clone(),
+            knowledge_cutoff: m.knowledge_cutoff.clone(),
         })
         .collect()
 }

@@ -9,7 +9,7 @@ use doc2ci_rows::{Generation, Pair};
 use doc2ci_stats::study::StatRow;
 use serde::{Deserialize, Serialize};
 
-use super::tables::{GENERATIONS, PAIRS, REPORT, STATS};
+use super::tables::{CONTAMINATION, GENERATIONS, PAIRS, REPORT, STATS};
 use crate::config::{Config, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::Partition;
@@ -47,6 +47,8 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
         return Ok(());
     }
     let services: Vec<(String, String)> = cfg.services.iter().map(|s| (s.name.clone(), s.display.clone())).collect();
+    // The contamination screen's rows: the sample browser's "recalled" filter and continuations.
+    deps.extend(g.all(CONTAMINATION.name));
     let inputs: Vec<Partition> = deps.iter().map(|&d| g.part(d).clone()).collect();
     // Every answer (the sample browser shows them, repair rounds included) and every pair.
     let gens: Vec<usize> = g.all(GENERATIONS.name);
@@ -114,12 +116,15 @@ impl Job for Report {
                 (true, _) => e.1 += 1,
             }
         }
+        let contamination: Vec<doc2ci_rows::Contamination> =
+            study.contamination.iter().flat_map(|(_, rows)| rows.iter().cloned()).collect();
         let samples = doc2ci_report::Samples {
             pairs: &pairs,
             generations: &generations,
             validations: &study.validations,
             scores: &study.scores,
             lints: &study.lints,
+            contamination: &contamination,
             missed: Some(&doc2ci_score::missed_leaves),
         };
         let input = doc2ci_report::Input {

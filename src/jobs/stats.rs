@@ -2,12 +2,15 @@
 //! (`stats`, one partition: they compare across services and models). The tests are
 //! `stages/stats`'s.
 
+use std::collections::HashMap;
+
 use anyhow::Result;
 use doc2ci_rows::{Lint, ModelRow, RowKey, Score, Validation};
+use doc2ci_stats::split::{PairDate, PairKey};
 use doc2ci_stats::study::{StatRow, Unit};
 use serde::{Deserialize, Serialize};
 
-use super::tables::{CONTAMINATION, GENERATIONS, LINTS, MODELS, SCORES, STATS, VALIDATIONS};
+use super::tables::{CONTAMINATION, GENERATIONS, LINTS, MODELS, PAIRS, SCORES, STATS, VALIDATIONS};
 use crate::config::{Config, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::warehouse::Partition;
@@ -74,6 +77,8 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     deps.extend(g.all(GENERATIONS.name));
     // The contamination screen's rates, sign tests and AUCs, per model and service.
     deps.extend(g.all(CONTAMINATION.name));
+    // When each pair was published: the time split's sides.
+    deps.extend(g.all(PAIRS.name));
     let job = Stats { inputs: deps.iter().map(|&d| g.part(d).clone()).collect(), params };
     g.add(Node::new("stats", Partition::new(STATS, &[]), job).deps(deps));
     Ok(())
@@ -102,6 +107,19 @@ pub struct StudyRows {
     pub errors: Vec<RowKey>,
     /// Each contamination partition's rows, by (service, model).
     pub contamination: Vec<((String, String), Vec<doc2ci_rows::Contamination>)>,
+    /// When each pair was published, when pairs partitions are among the inputs.
+    pub dates: HashMap<PairKey, PairDate>,
+}
+
+/// What stats reads of a pairs row: its dates.
+#[derive(Deserialize)]
+struct PairDates {
+    pair_id: String,
+    service: String,
+    #[serde(default)]
+    published: Option<String>,
+    #[serde(default)]
+    not_before: Option<String>,
 }
 
 /// What stats reads of a generations row: which request it was and whether it failed.
@@ -124,6 +142,7 @@ impl StudyRows {
             models: vec![],
             errors: vec![],
             contamination: vec![],
+            dates: HashMap::new(),
         };
         for p in inputs {
             if p.table == GENERATIONS.name {
@@ -143,6 +162,12 @@ impl StudyRows {
                 r.lints.extend(cx.read::<Lint>(p)?);
             } else if p.table == MODELS.name {
                 r.models.extend(cx.read::<ModelRow>(p)?);
+            } else if p.table == PAIRS.name {
+                let rows: Vec<PairDates> = cx.wh.read_columns(p, &["pair_id", "published", "not_before"])?;
+                for d in rows {
+                    let date = PairDate { published: d.published, not_before: d.not_before };
+                    r.dates.insert((d.service, d.pair_id), date);
+                }
             } else if p.table == CONTAMINATION.name {
                 let at = |c: &str| p.get(c).unwrap_or_default().to_string();
                 r.contamination.push(((at("service"), at("model")), cx.read(p)?));
@@ -153,6 +178,18 @@ impl StudyRows {
 
     pub fn units(&self) -> Vec<Unit> {
         doc2ci_stats::study::units(&self.scores, &self.validations, &self.lints, doc2ci_score::metric_infos())
+    }
+
+    /// (model, service, pair_id) of every real reference the contamination screen measured and
+    /// did not flag: the pairs each model's clean numbers are on.
+    pub fn screen_clean(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for ((service, model), rows) in &self.contamination {
+            for r in rows.iter().filter(|r| r.variant == "real" && r.status == "clean") {
+                out.push((model.clone(), service.clone(), r.pair_id.clone()));
+            }
+        }
+        out
     }
 }
 
@@ -180,6 +217,13 @@ impl Job for Stats {
             let summary = calibrate::summarize(&calibrate::screened(screen), params.seed, params.resamples);
             rows.extend(calibrate::stat_rows(service, model, &summary));
         }
+        // The same numbers on the pairs each model cannot have recalled.
+        use doc2ci_stats::split;
+        let clean = study.screen_clean();
+        let mut subsets = split::clean_subsets(&clean);
+        subsets.extend(split::cutoff_subsets(&units, models, &study.dates));
+        rows.extend(split::subset_means(&units, &subsets, &params));
+        rows.extend(split::time_split(&units, models, &study.dates, &params));
         let tests: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
         let errored = match study.errors.len() {
             0 => String::new(),

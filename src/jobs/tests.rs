@@ -185,6 +185,7 @@ fn candidates(v: &Value) -> Vec<Value> {
         "emb",
         "site",
         "remote",
+        "2024-06-30",
     ];
     match v {
         Value::Bool(b) => vec![json!(!b)],

@@ -348,6 +348,7 @@ mod tests {
             code: Some(true),
             proprietary: None,
             base_model: None,
+            knowledge_cutoff: None,
         };
         let h1 = wh.write(&p, &[row("a")]).unwrap();
         let h2 = wh.write(&p, &[row("b"), row("c")]).unwrap();

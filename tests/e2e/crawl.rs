@@ -64,6 +64,11 @@ pub(crate) fn rows(wh: &Path, table: &str, cols: &str, order: &str) -> Vec<Value
 
 type Key = (String, String, String, String, String, u64);
 
+/// What a crawl asks of a site besides its pages: robots.txt, and the sitemap that dates them.
+fn site_meta(r: &str) -> bool {
+    r == "/robots.txt" || r == "/sitemap.xml"
+}
+
 fn golden_pairs(profile: &str, backend: &str) -> Vec<Key> {
     let g = doc2ci_testkit::golden_pairs(profile, backend);
     g.into_iter().map(|p| (p.service, p.url, p.title, p.description, p.reference, p.position)).collect()
@@ -301,7 +306,7 @@ fn check_traps(wh: &Path, served: &Served, backend: &str, never_loads_attempts: 
     let reqs = served.requests();
     // (The browser also loads the pages' own stylesheet and asks for a favicon.)
     let resource = |r: &str| backend == "webdriver" && (r == "/style.css" || r == "/favicon.ico");
-    assert!(reqs.iter().all(|r| r == "/robots.txt" || r.starts_with("/traps/") || resource(r)), "{reqs:?}");
+    assert!(reqs.iter().all(|r| site_meta(r) || r.starts_with("/traps/") || resource(r)), "{reqs:?}");
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &reqs {
         *counts.entry(r.split('?').next().unwrap()).or_default() += 1;
@@ -398,7 +403,7 @@ fn kill_9_mid_crawl_then_resume_fetches_no_page_twice() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(Instant::now() < deadline, "crawl did not progress");
-        let fetched = served.requests().iter().filter(|r| *r != "/robots.txt").count();
+        let fetched = served.requests().iter().filter(|r| !site_meta(r)).count();
         if fetched >= 8 && checkpointed_pages(&wh) == fetched {
             child.kill().unwrap(); // SIGKILL
             break;
@@ -406,11 +411,11 @@ fn kill_9_mid_crawl_then_resume_fetches_no_page_twice() {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.wait().unwrap();
-    let before = served.requests().iter().filter(|r| *r != "/robots.txt").count();
+    let before = served.requests().iter().filter(|r| !site_meta(r)).count();
     assert!(before < 26, "killed too late: {before} pages already fetched");
     let out = run_ok(&["run", "-c", cfg.to_str().unwrap()]);
     assert!(out.contains("resuming after"), "{out}");
-    let reqs: Vec<String> = served.requests().into_iter().filter(|r| r != "/robots.txt").collect();
+    let reqs: Vec<String> = served.requests().into_iter().filter(|r| !site_meta(r)).collect();
     let distinct: BTreeSet<&String> = reqs.iter().collect();
     assert_eq!(distinct.len(), reqs.len(), "a page was fetched twice: {reqs:?}");
     assert_eq!(reqs.len(), 26);
@@ -457,5 +462,7 @@ fn recrawl_of_an_unchanged_site_is_answered_304() {
     assert!(bytes_first > 10_000);
     assert_same(&crawled_pairs(&wh), &pairs_first, "after the conditional re-crawl");
     let reqs = served.requests();
-    assert_eq!(reqs.iter().filter(|r| *r != "/robots.txt").count(), 2 * first.len(), "{reqs:?}");
+    assert_eq!(reqs.iter().filter(|r| !site_meta(r)).count(), 2 * first.len(), "{reqs:?}");
+    // The sitemap (it dates pages) is asked once per crawl.
+    assert_eq!(reqs.iter().filter(|r| *r == "/sitemap.xml").count(), 2, "{reqs:?}");
 }

@@ -7,6 +7,7 @@ mod batch;
 mod contamination;
 mod crash;
 mod crawl;
+mod dates;
 mod engine;
 mod errors;
 mod generate;

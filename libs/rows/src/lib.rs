@@ -10,6 +10,74 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+/// When one example was published, as `RawPair` and `Pair` record it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dated {
+    pub published: Option<String>,
+    pub published_source: Option<String>,
+    pub not_before: Option<String>,
+}
+
+impl RawPair {
+    pub fn dated(&self) -> Dated {
+        Dated {
+            published: self.published.clone(),
+            published_source: self.published_source.clone(),
+            not_before: self.not_before.clone(),
+        }
+    }
+}
+
+impl Pair {
+    pub fn dated(&self) -> Dated {
+        Dated {
+            published: self.published.clone(),
+            published_source: self.published_source.clone(),
+            not_before: self.not_before.clone(),
+        }
+    }
+
+    pub fn set_dated(&mut self, d: Dated) {
+        (self.published, self.published_source, self.not_before) = (d.published, d.published_source, d.not_before);
+    }
+}
+
+/// The `YYYY-MM-DD` day that starts `s` (an ISO day or an RFC 3339 timestamp's day), checked to
+/// be a calendar day; what a source's date column and `knowledge_cutoff` accept.
+pub fn iso_day(s: &str) -> Option<String> {
+    let s = s.trim();
+    let d = s.get(..10)?;
+    let rest = &s[10..];
+    if !(rest.is_empty() || rest.starts_with('T') || rest.starts_with(' ')) {
+        return None;
+    }
+    let b = d.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if !(digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10)) {
+        return None;
+    }
+    let (y, m, day): (u32, u32, u32) = (d[..4].parse().ok()?, d[5..7].parse().ok()?, d[8..].parse().ok()?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    (1..=12).contains(&m).then_some(())?;
+    (1..=days[m as usize - 1]).contains(&day).then(|| d.to_string())
+}
+
+/// Copies of one example (on two pages, or in two crawls): the earliest date, and a lower bound
+/// only when every copy has one (a copy without says the example existed before).
+pub fn earliest(a: &Dated, b: &Dated) -> Dated {
+    let first = match (&a.published, &b.published) {
+        (Some(x), Some(y)) if y < x => b,
+        (None, Some(_)) => b,
+        _ => a,
+    };
+    let not_before = match (&a.not_before, &b.not_before) {
+        (Some(x), Some(y)) => Some(x.min(y).clone()),
+        _ => None,
+    };
+    Dated { published: first.published.clone(), published_source: first.published_source.clone(), not_before }
+}
+
 /// A description→YAML pair as it came from a source, before duplicates are dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawPair {
@@ -25,6 +93,15 @@ pub struct RawPair {
     pub source_id: String,
     /// Order within the source; dedupe keeps the first occurrence by this order.
     pub position: u64,
+    /// When the example was published (`YYYY-MM-DD`): the earliest day the evidence allows.
+    #[serde(default)]
+    pub published: Option<String>,
+    /// Which evidence gave `published`: `stated`, `sitemap`, `last_modified`, `first_crawl`, `source`.
+    #[serde(default)]
+    pub published_source: Option<String>,
+    /// Set when a re-crawl found the example new: it appeared after this day (the previous crawl).
+    #[serde(default)]
+    pub not_before: Option<String>,
 }
 
 /// One fetched documentation page (or the failure to fetch it), kept so extraction can be
@@ -71,6 +148,13 @@ pub struct Page {
     /// Body bytes that crossed the network for this page (0 for a 304).
     #[serde(default)]
     pub transferred: u64,
+    /// The page's `<lastmod>` day in the site's sitemap.
+    #[serde(default)]
+    pub sitemap_lastmod: Option<String>,
+    /// When an earlier crawl saw other HTML at this URL: the last such crawl's `fetched_at` (the
+    /// HTML as it is now appeared after it). None for a page never fetched before.
+    #[serde(default)]
+    pub changed_after: Option<String>,
 }
 
 /// One code block of a crawled page and what extraction made of it: `pair`, or the reason it was
@@ -152,6 +236,14 @@ pub struct Pair {
     /// its lines): the prompt would contain the answer. Such pairs are not asked unless kept.
     #[serde(default)]
     pub leak: Option<String>,
+    /// The earliest `published` of the copies (see [`RawPair`]), and which evidence gave it.
+    #[serde(default)]
+    pub published: Option<String>,
+    #[serde(default)]
+    pub published_source: Option<String>,
+    /// Set when every copy was new in a re-crawl: published after this day.
+    #[serde(default)]
+    pub not_before: Option<String>,
 }
 
 /// What a row about one answer is about: the pair, its service, the model (`reference` for the
@@ -259,6 +351,9 @@ pub struct ModelRow {
     /// The model this one was fine-tuned from: RQ6 compares the two on the same pairs.
     #[serde(default)]
     pub base_model: Option<String>,
+    /// The last day its training data covers: the time split's line.
+    #[serde(default)]
+    pub knowledge_cutoff: Option<String>,
 }
 
 /// Validity of one text (an output, or a pair's reference) for its service (SPEC §6).
@@ -574,6 +669,30 @@ pub fn text_hash(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_days_are_calendar_days() {
+        assert_eq!(iso_day("2024-02-29").as_deref(), Some("2024-02-29"));
+        assert_eq!(iso_day("2024-02-29T10:00:00Z").as_deref(), Some("2024-02-29"));
+        assert_eq!(iso_day("2023-02-29"), None);
+        assert_eq!(iso_day("2024-13-01"), None);
+        assert_eq!(iso_day("2024-1-01"), None);
+        assert_eq!(iso_day("2024-01-01x"), None);
+        assert_eq!(iso_day("soon"), None);
+    }
+
+    fn dated(p: &str, src: &str, nb: Option<&str>) -> Dated {
+        Dated { published: Some(p.into()), published_source: Some(src.into()), not_before: nb.map(str::to_string) }
+    }
+
+    #[test]
+    fn copies_keep_the_earliest_date_and_a_bound_only_all_share() {
+        let a = dated("2025-01-01", "sitemap", Some("2024-12-01"));
+        let b = dated("2024-06-01", "stated", None);
+        assert_eq!(earliest(&a, &b), dated("2024-06-01", "stated", None));
+        let c = dated("2025-02-01", "first_crawl", Some("2024-11-01"));
+        assert_eq!(earliest(&a, &c), dated("2025-01-01", "sitemap", Some("2024-11-01")));
+    }
 
     #[test]
     fn reference_normalisation_ignores_trailing_space_and_blank_edges() {

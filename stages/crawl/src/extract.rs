@@ -35,6 +35,8 @@ pub struct Extraction {
     pub skipped: Vec<Skipped>,
     /// Set when the page has no content root (nothing is extracted then).
     pub error: Option<String>,
+    /// The date the page states about itself ([`crate::dates::stated`]).
+    pub stated: Option<String>,
 }
 
 struct Heading {
@@ -356,7 +358,7 @@ impl Walker<'_> {
 /// heading so far, each text once, joined by one space ("." when there is none).
 pub fn extract(html: &str, p: &Compiled) -> Extraction {
     match parse(html) {
-        Ok(doc) => extract_doc(&doc, p),
+        Ok(doc) => Extraction { stated: crate::dates::stated(&doc), ..extract_doc(&doc, p) },
         Err(e) => Extraction { error: Some(e), ..Default::default() },
     }
 }
@@ -487,22 +489,6 @@ pub fn canonical(html: &str, base: &Url) -> Option<Url> {
                 .is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("canonical")))
         })
         .and_then(|l| base.join(l.value().attr("href")?.trim()).ok())
-}
-
-/// The `<loc>` URLs of a sitemap (or sitemap index), in document order.
-pub fn sitemap_locs(xml: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = xml;
-    while let Some(a) = rest.find("<loc>") {
-        rest = &rest[a + 5..];
-        let Some(b) = rest.find("</loc>") else { break };
-        let loc = rest[..b].trim().replace("&amp;", "&");
-        if !loc.is_empty() {
-            out.push(loc);
-        }
-        rest = &rest[b + 6..];
-    }
-    out
 }
 
 /// Every link of the page (the whole page: navigation and sidebars lead to more documentation)
@@ -788,13 +774,11 @@ orbs:
     }
 
     #[test]
-    fn canonical_and_sitemap() {
+    fn the_canonical_link() {
         let base = Url::parse("http://h.test/docs/a/?platform=mac").unwrap();
         let html = r#"<head><link rel="alternate" href="/ja/a/"><link rel="Canonical" href="/docs/a/"></head>"#;
         assert_eq!(canonical(html, &base).unwrap().as_str(), "http://h.test/docs/a/");
         assert_eq!(canonical("<p>none</p>", &base), None);
-        let xml = "<?xml version=\"1.0\"?><urlset><url><loc> https://h.test/a/ </loc></url><url><loc>https://h.test/b?x=1&amp;y=2</loc></url></urlset>";
-        assert_eq!(sitemap_locs(xml), ["https://h.test/a/", "https://h.test/b?x=1&y=2"]);
     }
 
     #[test]

@@ -10,15 +10,14 @@
 //! `peers/docsite.py` is the Python reference of [`extract`]; the two must agree pair for pair.
 
 mod builtin;
+pub mod dates;
 mod extract;
 mod robots;
 pub mod rows;
 mod urls;
 
 pub use builtin::{builtin, with_overrides, BUILTIN};
-pub use extract::{
-    canonical, extract, links, sitemap_locs, Extracted, Extraction, Skipped, HIDDEN, OUTSIDE_ROOT, REMOVED_BY_RULE,
-};
+pub use extract::{canonical, extract, links, Extracted, Extraction, Skipped, HIDDEN, OUTSIDE_ROOT, REMOVED_BY_RULE};
 pub use robots::Robots;
 pub use urls::{decode_page, in_scope, normalize, Scope};
 

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use doc2ci_rows::{CodeBlock, Page, RawPair};
 
+use crate::dates::History;
 use crate::{extract, Compiled, Extraction, REMOVED_BY_RULE};
 
 /// Which crawl source the rows come from.
@@ -63,7 +64,13 @@ pub fn code_blocks(from: Origin, pages: Vec<(Page, Extraction)>) -> Vec<CodeBloc
 
 /// Raw pairs, numbered in fetch order, and a note of what was skipped and why (`content_root`:
 /// the profile's, named when pages lacked it).
-pub fn raw_pairs(from: Origin, content_root: &str, pages: Vec<(Page, Extraction)>) -> (Vec<RawPair>, String) {
+/// Each pair is dated from its page and the source's `history` (the previous extraction).
+pub fn raw_pairs(
+    from: Origin,
+    content_root: &str,
+    pages: Vec<(Page, Extraction)>,
+    history: &History,
+) -> (Vec<RawPair>, String) {
     let mut out = Vec::new();
     let (mut skipped, mut no_root, mut n_pages) = (HashMap::<String, usize>::new(), 0usize, 0usize);
     for (pg, e) in pages {
@@ -80,6 +87,7 @@ pub fn raw_pairs(from: Origin, content_root: &str, pages: Vec<(Page, Extraction)
             *skipped.entry(why).or_default() += 1;
         }
         for x in e.pairs {
+            let dated = history.date(&x.reference, &pg, e.stated.as_deref());
             out.push(RawPair {
                 pair_id: doc2ci_rows::pair_id(from.service, &x.title, &x.description, &x.reference),
                 service: from.service.to_string(),
@@ -90,6 +98,9 @@ pub fn raw_pairs(from: Origin, content_root: &str, pages: Vec<(Page, Extraction)
                 source: from.source.to_string(),
                 source_id: format!("{}#{}", pg.url, x.position),
                 position: out.len() as u64,
+                published: dated.published,
+                published_source: dated.published_source,
+                not_before: dated.not_before,
             });
         }
     }
@@ -102,6 +113,18 @@ pub fn raw_pairs(from: Origin, content_root: &str, pages: Vec<(Page, Extraction)
     );
     if no_root > 0 {
         note.push_str(&format!("; {no_root} pages without the content root `{content_root}`"));
+    }
+    let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in &out {
+        *by.entry(r.published_source.as_deref().unwrap_or("undated")).or_default() += 1;
+    }
+    if !by.is_empty() {
+        let parts: Vec<String> = by.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        note.push_str(&format!("; dated by {}", parts.join(", ")));
+    }
+    let new = out.iter().filter(|r| r.not_before.is_some()).count();
+    if new > 0 {
+        note.push_str(&format!("; {new} new since an earlier crawl"));
     }
     (out, note)
 }
@@ -144,6 +167,8 @@ mod tests {
             canonical: canonical.map(str::to_string),
             not_modified: false,
             transferred: 0,
+            sitemap_lastmod: None,
+            changed_after: None,
         }
     }
 

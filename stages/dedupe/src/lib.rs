@@ -34,6 +34,8 @@ pub fn dedupe(raw: &[RawPair], mode: Mode) -> Vec<Pair> {
         };
         if let Some(&i) = index.get(&key) {
             let p = &mut out[i];
+            let d = doc2ci_rows::earliest(&p.dated(), &r.dated());
+            p.set_dated(d);
             p.n_copies += 1;
             p.urls.push(r.url.clone());
             p.source_ids.push(r.source_id.clone());
@@ -58,6 +60,9 @@ pub fn dedupe(raw: &[RawPair], mode: Mode) -> Vec<Pair> {
             source_ids: vec![r.source_id.clone()],
             position: r.position,
             leak: leak(&r.description, &r.reference).map(str::to_string),
+            published: r.published.clone(),
+            published_source: r.published_source.clone(),
+            not_before: r.not_before.clone(),
         });
     }
     out
@@ -124,6 +129,9 @@ mod tests {
             source: "docs".into(),
             source_id: id.into(),
             position: pos,
+            published: None,
+            published_source: None,
+            not_before: None,
         }
     }
 

@@ -20,6 +20,9 @@ fn pair(service: &str, title: &str, desc: &str, reference: &str, pos: u64) -> Pa
         source_ids: vec![pos.to_string()],
         position: pos,
         leak: None,
+        published: None,
+        published_source: None,
+        not_before: None,
     }
 }
 

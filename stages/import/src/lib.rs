@@ -58,7 +58,7 @@ pub struct Record {
 }
 
 /// Which input column feeds which field. Keys: id, url, title, description, reference,
-/// output, raw_output, latency_s, latency_ms, error.
+/// output, raw_output, latency_s, latency_ms, error, published (the example's publication day).
 #[derive(Debug, Clone)]
 pub struct ColumnMap(BTreeMap<String, String>);
 
@@ -99,6 +99,7 @@ impl ColumnMap {
             "latency_s",
             "latency_ms",
             "error",
+            "published",
         ];
         let mut base = if format == "llm4ci" {
             Self::llm4ci()
@@ -233,6 +234,13 @@ pub fn to_raw_pair(
     let description = rec.require(map, "description")?.to_string();
     let reference = rec.require(map, "reference")?.to_string();
     let url = rec.get(map, "url").unwrap_or("").to_string();
+    // The source's own publication date, when it has a column for it.
+    let published = match rec.get(map, "published").map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(d) => Some(doc2ci_rows::iso_day(d).ok_or_else(|| {
+            ImportError::at(rec.line, format!("column `{}`: `{d}` is not a date (YYYY-MM-DD)", map.col("published")))
+        })?),
+    };
     Ok(RawPair {
         pair_id: doc2ci_rows::pair_id(service, &title, &description, &reference),
         service: service.into(),
@@ -243,6 +251,9 @@ pub fn to_raw_pair(
         source: source.into(),
         source_id: id,
         position,
+        published: published.clone(),
+        published_source: published.map(|_| "source".to_string()),
+        not_before: None,
     })
 }
 
@@ -450,6 +461,9 @@ mod tests {
             source_ids: vec!["1".into(), "5".into()],
             position: 0,
             leak: None,
+            published: None,
+            published_source: None,
+            not_before: None,
         };
         let pairs = vec![pair];
         let mut a = Attacher::new(&pairs, "docs", "gha", "m");

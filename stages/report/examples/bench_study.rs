@@ -48,6 +48,7 @@ fn main() {
             code: Some(*code),
             proprietary: Some(*prop),
             base_model: None,
+            knowledge_cutoff: None,
         })
         .collect();
     let metrics = doc2ci_score::metric_infos();
@@ -105,6 +106,7 @@ fn main() {
         validations: &rows_of.2,
         scores: &rows_of.3,
         lints: &[],
+        contamination: &[],
         missed: Some(&doc2ci_score::missed_leaves),
     };
     let t = Instant::now();
@@ -166,6 +168,9 @@ fn browser_rows(units: &[Unit]) -> (Vec<Pair>, Vec<Generation>, Vec<Validation>,
             source_ids: vec![],
             position: n as u64,
             leak: None,
+            published: None,
+            published_source: None,
+            not_before: None,
         });
         let flag = |k: &str| u.values.get(k).is_some_and(|v| *v > 0.5);
         gens.push(Generation {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use doc2ci_rows::{Generation, Lint, MetricInfo, Pair, Score, Validation};
+use doc2ci_rows::{Contamination, Generation, Lint, MetricInfo, Pair, Score, Validation};
 use serde_json::{json, Value};
 
 /// Pairs per chunk file: one chunk is what opening a pair costs.
@@ -26,6 +26,9 @@ pub struct Samples<'a> {
     pub validations: &'a [Validation],
     pub scores: &'a [Score],
     pub lints: &'a [Lint],
+    /// The contamination screen's rows: the "recalled" filter, and each model's continuation of
+    /// the pair's prefix beside the true suffix.
+    pub contamination: &'a [Contamination],
     /// The reference leaves an output misses (service, reference, output), shown beside an answer
     /// that does not contain its reference; the engine passes the score stage's `missed_leaves`.
     pub missed: Option<&'a (dyn Fn(&str, &str, &str) -> Option<Vec<String>> + Sync)>,
@@ -81,6 +84,29 @@ fn lint_code(ls: &[&Lint]) -> i8 {
     }
 }
 
+/// The screen's verdict on a model's real reference of a pair: 1 high-risk (recalled), 0 clean,
+/// 2 too short to screen, -1 not screened (or its request failed). The page's screen filter
+/// reads these.
+fn screen_code(c: Option<&&Contamination>) -> i8 {
+    match c.map(|c| c.status.as_str()) {
+        Some("high_risk") => 1,
+        Some("clean") => 0,
+        Some("too_short") => 2,
+        _ => -1,
+    }
+}
+
+/// What the page shows of one screen row: the prefix, the true suffix and the continuation.
+fn screen_view(c: &Contamination) -> Value {
+    json!({
+        "variant": c.variant, "status": c.status, "mode": c.mode, "flags": c.flags,
+        "prefix": c.prefix.as_deref().map(cap), "suffix": c.suffix.as_deref().map(cap),
+        "continuation": c.continuation.as_deref().map(cap), "error": c.error.as_deref().map(cap),
+        "s": c.s.map(round4), "t": c.t.map(round4), "p": c.p.map(round4), "l": c.l.map(round4), "b": c.b.map(round4),
+        "min_k": c.min_k.map(round4), "twin_edits": c.twin_edits,
+    })
+}
+
 /// `samples.html` and its data files, or nothing when there are no generations.
 pub fn files(
     s: &Samples,
@@ -101,6 +127,14 @@ pub fn files(
     }
     let metrics: Vec<&MetricInfo> =
         metrics.iter().filter(|m| s.scores.iter().take(1000).any(|r| r.get(m.name).is_some())).collect();
+    // (service, pair, model) → the screen's rows, the real reference first.
+    let mut screens: HashMap<(&str, &str, &str), Vec<&Contamination>> = HashMap::new();
+    for c in s.contamination {
+        screens.entry((&c.service, &c.pair_id, &c.model)).or_default().push(c);
+    }
+    for v in screens.values_mut() {
+        v.sort_by_key(|c| c.variant != "real");
+    }
 
     // Pairs in report order: services as configured, then the pair's position in its source.
     let svc_order: Vec<&String> = services.keys().collect();
@@ -130,8 +164,8 @@ pub fn files(
     let model_idx: HashMap<&str, usize> = models.iter().enumerate().map(|(i, m)| (*m, i)).collect();
 
     // The index: one column per field, one entry per output.
-    let (mut cp, mut cm, mut cs, mut cr, mut clast, mut cv, mut cl) =
-        (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut cp, mut cm, mut cs, mut cr, mut clast, mut cv, mut cl, mut cc) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut cx: Vec<Vec<Value>> = vec![Vec::with_capacity(gens.len()); metrics.len()];
     // Pair by pair (the outputs are sorted by pair), each chunk written out as soon as its pairs are
     // done: only one chunk's records are ever held as JSON values.
@@ -153,6 +187,8 @@ pub fn files(
             clast.push((last_round[&(*p, g.model.as_str(), g.sample)] == g.round) as u8);
             cv.push(validity(g, v));
             cl.push(lint_code(ls));
+            let screen = screens.get(&(g.service.as_str(), g.pair_id.as_str(), g.model.as_str()));
+            cc.push(screen_code(screen.and_then(|v| v.iter().find(|c| c.variant == "real"))));
             for (col, m) in cx.iter_mut().zip(&metrics) {
                 col.push(sc.and_then(|s| s.get(m.name)).map_or(Value::Null, |x| round4(x.as_f64())));
             }
@@ -195,12 +231,19 @@ pub fn files(
                 "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
             }));
         }
+        let mut screened: Vec<(&str, Value)> = screens
+            .iter()
+            .filter(|((svc, pair, _), _)| *svc == pr.service && *pair == pr.pair_id)
+            .map(|((_, _, m), v)| (*m, Value::Array(v.iter().map(|c| screen_view(c)).collect())))
+            .collect();
+        screened.sort_by(|a, b| a.0.cmp(b.0));
+        let screened: serde_json::Map<String, Value> = screened.into_iter().map(|(m, v)| (m.to_string(), v)).collect();
         let n = i / CHUNK_PAIRS;
         index_pairs.push(json!([svc_idx(&pr.service), pr.pair_id, pr.title, n]));
         chunk.push(json!({
             "key": format!("{}/{}", pr.service, pr.pair_id), "service": pr.service, "title": pr.title, "url": pr.url,
             "description": cap(&pr.description), "reference": cap(&pr.reference), "copies": pr.n_copies,
-            "outputs": outs,
+            "outputs": outs, "screens": screened,
         }));
         if chunk.len() == CHUNK_PAIRS || i + 1 == pairs.len() {
             let records = Value::Array(std::mem::take(&mut chunk));
@@ -215,7 +258,7 @@ pub fn files(
         "models": models,
         "metrics": metrics.iter().map(|m| json!({"name": m.name, "higher": m.higher_is_better})).collect::<Vec<_>>(),
         "pairs": index_pairs,
-        "rows": {"p": cp, "m": cm, "s": cs, "r": cr, "last": clast, "v": cv, "l": cl},
+        "rows": {"p": cp, "m": cm, "s": cs, "r": cr, "last": clast, "v": cv, "l": cl, "c": cc},
         "values": values,
     });
     let mut files = vec![
@@ -261,6 +304,9 @@ mod tests {
             source_ids: vec![],
             position,
             leak: None,
+            published: None,
+            published_source: None,
+            not_before: None,
         }
     }
 

@@ -81,7 +81,7 @@ fn range(vals: impl Iterator<Item = f64>, pad: f64, clamp: (f64, f64)) -> (f64, 
     ((lo - span * 0.15).max(clamp.0), (hi + span * 0.15).min(clamp.1))
 }
 
-type Fig = (String, String, String);
+pub type Fig = (String, String, String);
 
 /// Every figure: (file stem, caption, SVG).
 pub fn all(inp: &Input) -> Vec<Fig> {
@@ -110,6 +110,7 @@ pub fn all(inp: &Input) -> Vec<Fig> {
             boxplot(metric, &vals),
         ));
     }
+    figs.extend(crate::clean::figures(inp));
     figs
 }
 

@@ -14,6 +14,7 @@ use doc2ci_stats::study::{StatRow, Unit, FINE_TUNE_TAG};
 use doc2ci_stats::{mean, Tier};
 
 mod browser;
+mod clean;
 mod figures;
 mod lint;
 
@@ -218,6 +219,17 @@ impl<'a> Means<'a> {
             stats
                 .iter()
                 .filter(|r| r.test == "mean")
+                .map(|r| ((r.service.as_str(), r.metric.as_str(), r.group_a.as_str()), r))
+                .collect(),
+        )
+    }
+    /// Each model's means on a subset of its pairs (`subset_mean` rows whose subset `keep` names),
+    /// looked up as its means.
+    fn subset(stats: &'a [StatRow], keep: impl Fn(&str) -> bool) -> Self {
+        Means(
+            stats
+                .iter()
+                .filter(|r| r.test == "subset_mean" && keep(&r.group_b))
                 .map(|r| ((r.service.as_str(), r.metric.as_str(), r.group_a.as_str()), r))
                 .collect(),
         )
@@ -558,6 +570,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     out.push(t);
 
     out.push(contamination_table(inp));
+    out.extend(clean::tables(inp));
     // Which tests ran on what n.
     let mut t = Table::new(
         "tests_run",

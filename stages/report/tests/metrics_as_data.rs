@@ -20,6 +20,7 @@ fn study_with(metrics: &[MetricInfo]) -> (Vec<study::StatRow>, Vec<(String, Stri
             code: Some(i % 2 == 0),
             proprietary: None,
             base_model: None,
+            knowledge_cutoff: None,
         })
         .collect();
     let (mut scores, mut vals) = (Vec::new(), Vec::new());

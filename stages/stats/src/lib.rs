@@ -26,6 +26,7 @@
 use statrs::distribution::{ChiSquared, ContinuousCDF, Normal, StudentsT};
 
 pub mod coding;
+pub mod split;
 pub mod study;
 
 /// Upper tail of the standard normal.
