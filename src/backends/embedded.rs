@@ -21,7 +21,7 @@ pub const KIND: Kind = Kind {
     default_model: Some(SMOLLM2_GGUF),
     server: false,
     own: fields_of::<super::NoKeys>,
-    keys: super::no_keys,
+    keys,
     // As many requests in flight as the model decodes together.
     concurrency: doc2ci_smollm::MAX_BATCH,
     model_file: true,
@@ -29,6 +29,13 @@ pub const KIND: Kind = Kind {
     pins,
     batch: None,
 };
+
+/// No keys of its own; the kernel continues a text as is and scores a given text token by token.
+fn keys(cx: &crate::keys::Ctx, model: &str, e: crate::keys::Entry, g: &mut GenSettings) -> Result<()> {
+    super::no_keys(cx, model, e, g)?;
+    g.completions = doc2ci_llm::Completions { raw: true, echo_logprobs: true };
+    Ok(())
+}
 
 /// One loaded model and one decoding loop per weights file, however many model entries use it:
 /// their requests share its batches.

@@ -96,6 +96,9 @@ fn keys(cx: &Ctx, model: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
             s => Ok(s.as_ref().map(|s| *s.get_ref())),
         }
     };
+    // llama.cpp's server continues a text as is on `/v1/completions`; it echoes no prompt
+    // log-probabilities.
+    g.completions.raw = true;
     g.local.slots = positive(&k.parallel, "models.parallel")?.unwrap_or(g.concurrency);
     g.local.threads = positive(&k.threads, "models.threads")?;
     g.local.chat_template = match &k.chat_template {
@@ -186,13 +189,14 @@ struct Running {
 fn build(g: &GenSettings) -> Result<Arc<dyn Backend>> {
     let file = g.model_file.as_ref().ok_or_else(|| anyhow!("the llama-cpp backend needs `model` (a GGUF file)"))?;
     let url = server(file, g)?;
-    Ok(doc2ci_llm::openai(doc2ci_llm::OpenAiConfig {
+    let config = doc2ci_llm::OpenAiConfig {
         base_urls: vec![format!("{url}/v1")],
         model: "doc2ci".into(),
         api_key_env: None,
         api_key: None,
         limits: super::limits(g),
-    })?)
+    };
+    Ok(doc2ci_llm::openai_with(config, g.completions)?)
 }
 
 /// The server of `file` with these slots, context and threads: started on first use, then shared

@@ -32,5 +32,7 @@ struct Keys {
 fn keys(cx: &Ctx, _: &str, e: Entry, g: &mut GenSettings) -> Result<()> {
     let k: Keys = e.rest(cx)?;
     g.key.num_ctx = k.num_ctx.map(Spanned::into_inner);
+    // `/api/generate` with `raw: true` continues a text as is.
+    g.completions.raw = true;
     Ok(())
 }

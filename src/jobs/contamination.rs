@@ -5,7 +5,8 @@
 //! request is asked again by the next run, never measured), and DevOps-Gym's measures of each
 //! continuation against its true suffix.
 //!
-//! A backend that continues a text as is (`Backend::raw_completion`: the embedded kernel) gets
+//! A backend that continues a text as is (`GenSettings::completions`: the embedded kernel,
+//! llama.cpp's server, Ollama's raw generate, an OpenAI-compatible server with `completions`) gets
 //! the prefix alone; chat models get the continuation instruction. Completions are greedy (temperature 0) whatever
 //! the model's generation settings, since the screen asks what the model most expects next.
 
@@ -136,6 +137,8 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                 max_pairs: s.max_pairs,
                 validator: parsed.map(|x| x.name()),
                 instruction: INSTRUCTION_VERSION,
+                raw: gs.completions.raw,
+                scores_text: gs.completions.echo_logprobs,
             };
             g.add(
                 Node::new("contamination", Partition::new(CONTAMINATION, &[service, &m.name]), job)
@@ -158,6 +161,10 @@ struct Screen {
     /// The service whose validator checks the twins (none for a service outside the four).
     validator: Option<&'static str>,
     instruction: u32,
+    /// The backend continues a text as is (the prefix alone) rather than by the instruction.
+    raw: bool,
+    /// It scores a given text token by token: Min-K% Prob.
+    scores_text: bool,
 }
 
 const REAL: u32 = 0;
@@ -184,7 +191,7 @@ impl Job for Screen {
         let plans: Vec<Plan> = pairs.into_iter().map(|p| self.plan(p, service, checker)).collect::<Result<_>>()?;
         let g = m.gen().ok_or_else(|| anyhow!("model `{}` cannot generate", m.name))?;
         let backend = crate::backends::client(&m.name, g)?;
-        let raw = backend.raw_completion();
+        let raw = self.raw && backend.raw_completion();
         let mut items = Vec::new();
         for p in &plans {
             if let Probed::Probe(pr) = &p.real {
@@ -213,7 +220,10 @@ impl Job for Screen {
                 }
             }
         }
-        let unscored = self.min_k(cx, backend.as_ref(), &plans, &mut rows)?;
+        let unscored = match self.scores_text {
+            true => self.min_k(cx, backend.as_ref(), &plans, &mut rows)?,
+            false => None,
+        };
         let errors = rows.iter().filter(|r| r.status == "error").count() as u64;
         let mut note = summary(&rows);
         if let Some(n) = unscored {
@@ -232,7 +242,7 @@ impl Job for Screen {
 impl Screen {
     fn plan(&self, pair: Pair, service: &str, checker: Option<(&doc2ci_validate::Validator, Service)>) -> Result<Plan> {
         let real = probe(&pair.reference, self.shape);
-        let t = twin::twin(service, &pair.reference);
+        let t = twin::twin(service, &pair.reference, self.shape);
         let valid = match checker {
             Some((v, s)) => {
                 let (a, b) = (v.validate(s, &pair.reference)?, v.validate(s, &t.text)?);
@@ -254,7 +264,8 @@ impl Screen {
     }
 
     /// Min-K% Prob of every screened text, where the model's backend scores a given text token
-    /// by token (`Backend::token_logprobs`: the embedded kernel); None where it cannot. Texts it
+    /// by token (`Backend::token_logprobs`: the embedded kernel, a server that echoes a prompt's
+    /// log-probabilities); None where it cannot. Texts it
     /// fails on (longer than its context) are left unscored and counted.
     fn min_k(
         &self,

@@ -1,5 +1,6 @@
 //! Chat backends shared by the generate and repair stages: an OpenAI-compatible `/chat/completions` client and
-//! Ollama's native `/api/chat`, each a pool over several endpoints with per-endpoint concurrency, request and token
+//! Ollama's native `/api/chat` (each with its raw completion where the server has one: `/completions` and
+//! `/api/generate` with `raw`), each a pool over several endpoints with per-endpoint concurrency, request and token
 //! rate limits (configured, and paced from the provider's rate-limit headers: `adaptive`), retries with exponential
 //! backoff and full jitter, a request timeout and a cap on the response size.
 //! API keys are read from the environment at construction and only ever sent in the `Authorization` header.
@@ -160,12 +161,32 @@ pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// A pool over `base_urls` speaking OpenAI's chat-completions protocol.
 pub fn openai(cfg: OpenAiConfig) -> Result<Arc<dyn Backend>, LlmError> {
+    openai_with(cfg, Completions::default())
+}
+
+/// What an OpenAI-compatible server offers beside chat on its legacy `/completions` endpoint
+/// (llama.cpp's server, vLLM, OpenAI's base models).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Completions {
+    /// It continues a text as is: a [`COMPLETION_ROLE`] request goes there, without a template.
+    pub raw: bool,
+    /// It returns a prompt's log-probabilities (`echo` with `logprobs`, as OpenAI's legacy API and
+    /// vLLM do): [`Backend::token_logprobs`] asks it.
+    pub echo_logprobs: bool,
+}
+
+/// [`openai`], with the `/completions` endpoint where the server has one.
+pub fn openai_with(cfg: OpenAiConfig, completions: Completions) -> Result<Arc<dyn Backend>, LlmError> {
     let key = match cfg.api_key {
         Some(k) => Some(k),
         None => api_key("openai", &cfg.model, cfg.api_key_env.as_deref())?,
     };
-    let pool = Pool::new("openai", &cfg.base_urls, "/chat/completions", &cfg.model, cfg.limits)?;
-    Ok(Arc::new(OpenAi { pool, model: cfg.model, key }))
+    let pool = Pool::new("openai", &cfg.base_urls, "/chat/completions", &cfg.model, cfg.limits.clone())?;
+    let raw = match completions.raw || completions.echo_logprobs {
+        true => Some(Pool::new("openai", &cfg.base_urls, "/completions", &cfg.model, cfg.limits)?),
+        false => None,
+    };
+    Ok(Arc::new(OpenAi { pool, raw, echo: completions.echo_logprobs, model: cfg.model, key }))
 }
 
 /// The key held by environment variable `var` (None: no key), trimmed; an unset or empty
@@ -180,8 +201,10 @@ pub fn api_key(kind: &str, model: &str, var: Option<&str>) -> Result<Option<Stri
 
 /// A pool over `base_urls` speaking Ollama's native `/api/chat`.
 pub fn ollama(cfg: OllamaConfig) -> Result<Arc<dyn Backend>, LlmError> {
-    let pool = Pool::new("ollama", &cfg.base_urls, "/api/chat", &cfg.model, cfg.limits)?;
-    Ok(Arc::new(Ollama { pool, model: cfg.model, num_ctx: cfg.num_ctx }))
+    let pool = Pool::new("ollama", &cfg.base_urls, "/api/chat", &cfg.model, cfg.limits.clone())?;
+    // Every Ollama server continues a text as is on `/api/generate` with `raw: true`.
+    let generate = Pool::new("ollama", &cfg.base_urls, "/api/generate", &cfg.model, cfg.limits)?;
+    Ok(Arc::new(Ollama { pool, generate, model: cfg.model, num_ctx: cfg.num_ctx }))
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -189,8 +212,91 @@ pub fn ollama(cfg: OllamaConfig) -> Result<Arc<dyn Backend>, LlmError> {
 
 struct OpenAi {
     pool: Pool,
+    /// The `/completions` endpoint, where the server has one.
+    raw: Option<Pool>,
+    echo: bool,
     model: String,
     key: Option<String>,
+}
+
+/// The only message's text when `req` asks for a raw completion.
+fn completion_prompt(req: &Request) -> Option<&str> {
+    match req.messages.as_slice() {
+        [m] if m.role == COMPLETION_ROLE => Some(&m.content),
+        _ => None,
+    }
+}
+
+/// The `/completions` body continuing `prompt` under `req`'s settings.
+pub fn completion_body(model: &str, req: &Request, prompt: &str) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("prompt".into(), json!(prompt));
+    body.insert("temperature".into(), json!(req.temperature));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    if let Some(seed) = req.seed {
+        body.insert("seed".into(), json!(seed));
+    }
+    body.insert("stream".into(), json!(false));
+    for (k, v) in &req.extra {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+/// `choices[0].text`, `finish_reason`, `usage` of a `/completions` response.
+pub fn parse_completion(v: &Value) -> Result<Parsed, String> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.first())
+        .ok_or_else(|| format!("no choices[0] in {}", snippet(&v.to_string())))?;
+    let text = match choice.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        _ => return Err(format!("choices[0].text is not a string: {}", snippet(&choice.to_string()))),
+    };
+    let finish = choice.get("finish_reason").and_then(|f| f.as_str()).map(str::to_string);
+    let usage = v.get("usage");
+    let num = |k: &str| usage.and_then(|u| u.get(k)).and_then(|n| n.as_u64()).map(|n| n as u32);
+    Ok((text, finish, num("prompt_tokens"), num("completion_tokens")))
+}
+
+/// The prompt's token log-probabilities of an `echo` response (`max_tokens = 1`): of
+/// `choices[0].logprobs.token_logprobs`, the tokens before the completion's
+/// (`usage.completion_tokens`, else `usage.prompt_tokens` from the start, else all but the last),
+/// the first (scored against nothing: null) left out.
+pub fn parse_echo_logprobs(v: &Value) -> Result<Vec<f64>, String> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
+    }
+    let lp = v.pointer("/choices/0/logprobs").filter(|l| !l.is_null()).ok_or_else(|| {
+        format!(
+            "no choices[0].logprobs in {}: the server does not echo a prompt's log-probabilities",
+            snippet(&v.to_string())
+        )
+    })?;
+    let values = lp.get("token_logprobs").and_then(|t| t.as_array()).ok_or("no logprobs.token_logprobs")?;
+    let usage = |k: &str| v.pointer(&format!("/usage/{k}")).and_then(|n| n.as_u64()).map(|n| n as usize);
+    let in_prompt = match (usage("completion_tokens"), usage("prompt_tokens")) {
+        (Some(c), _) => values.len().saturating_sub(c),
+        (None, Some(p)) => p.min(values.len()),
+        (None, None) => values.len().saturating_sub(1),
+    };
+    let out: Vec<f64> = values.iter().take(in_prompt).filter_map(|x| x.as_f64()).collect();
+    if out.is_empty() {
+        return Err("the server returned no log-probability for the prompt's tokens".into());
+    }
+    Ok(out)
+}
+
+/// The echoed log-probabilities, carried through the pool as the text of a reply (its parsers
+/// return text).
+fn parse_echo(v: &Value) -> Result<Parsed, String> {
+    let lp = parse_echo_logprobs(v)?;
+    Ok((serde_json::to_string(&lp).expect("numbers"), None, None, None))
 }
 
 impl OpenAi {
@@ -246,8 +352,32 @@ pub fn parse_openai(v: &Value) -> Result<(String, Option<String>, Option<u32>, O
 #[async_trait::async_trait]
 impl Backend for OpenAi {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
+        if let (Some(raw), Some(prompt)) = (&self.raw, completion_prompt(req)) {
+            let body = completion_body(&self.model, req, prompt);
+            return raw.run(req, &body, self.key.as_deref(), parse_completion).await;
+        }
         let body = self.body(req);
         self.pool.run(req, &body, self.key.as_deref(), parse_openai).await
+    }
+    fn raw_completion(&self) -> bool {
+        self.raw.is_some()
+    }
+    async fn token_logprobs(&self, text: &str) -> Option<Result<Vec<f64>, LlmError>> {
+        let raw = self.raw.as_ref().filter(|_| self.echo)?;
+        let req = Request {
+            messages: vec![Message::new(COMPLETION_ROLE, text)],
+            temperature: 0.0,
+            max_tokens: 1,
+            seed: None,
+            extra: Map::new(),
+        };
+        let mut body = completion_body(&self.model, &req, text);
+        body["echo"] = json!(true);
+        body["logprobs"] = json!(1);
+        let reply = raw.run(&req, &body, self.key.as_deref(), parse_echo).await;
+        Some(reply.and_then(|r| {
+            serde_json::from_str(&r.text).map_err(|e| LlmError::BadResponse(format!("echoed log-probabilities: {e}")))
+        }))
     }
     fn describe(&self) -> String {
         format!("openai {} model={}", self.pool.urls(), self.model)
@@ -256,6 +386,7 @@ impl Backend for OpenAi {
 
 struct Ollama {
     pool: Pool,
+    generate: Pool,
     model: String,
     num_ctx: Option<u32>,
 }
@@ -264,6 +395,16 @@ struct Ollama {
 const OLLAMA_TOP_LEVEL: &[&str] = &["format", "keep_alive", "think", "tools", "template", "raw", "images"];
 
 impl Ollama {
+    /// A raw completion: `/api/generate` with `raw: true` (no template), the chat body's options.
+    fn generate_body(&self, req: &Request, prompt: &str) -> Value {
+        let mut body = self.body(req);
+        let b = body.as_object_mut().expect("an object");
+        b.remove("messages");
+        b.insert("prompt".into(), json!(prompt));
+        b.insert("raw".into(), json!(true));
+        body
+    }
+
     fn body(&self, req: &Request) -> Value {
         let mut options = Map::new();
         options.insert("temperature".into(), json!(req.temperature));
@@ -313,11 +454,36 @@ pub fn parse_ollama(v: &Value) -> Result<(String, Option<String>, Option<u32>, O
     Ok((text, finish, num("prompt_eval_count"), num("eval_count")))
 }
 
+/// `response`, `done_reason`, `prompt_eval_count`, `eval_count` of an Ollama generate response.
+pub fn parse_ollama_generate(v: &Value) -> Result<Parsed, String> {
+    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(format!("error in a 200 response: {}", snippet(err)));
+    }
+    let text = v
+        .get("response")
+        .and_then(|c| c.as_str())
+        .ok_or_else(|| format!("no response in {}", snippet(&v.to_string())))?
+        .to_string();
+    if v.get("done").and_then(|d| d.as_bool()) == Some(false) {
+        return Err("response has done=false (a streamed chunk, not a whole answer)".into());
+    }
+    let finish = v.get("done_reason").and_then(|f| f.as_str()).map(str::to_string);
+    let num = |k: &str| v.get(k).and_then(|n| n.as_u64()).map(|n| n as u32);
+    Ok((text, finish, num("prompt_eval_count"), num("eval_count")))
+}
+
 #[async_trait::async_trait]
 impl Backend for Ollama {
     async fn chat(&self, req: &Request) -> Result<Reply, LlmError> {
+        if let Some(prompt) = completion_prompt(req) {
+            let body = self.generate_body(req, prompt);
+            return self.generate.run(req, &body, None, parse_ollama_generate).await;
+        }
         let body = self.body(req);
         self.pool.run(req, &body, None, parse_ollama).await
+    }
+    fn raw_completion(&self) -> bool {
+        true
     }
     fn describe(&self) -> String {
         format!("ollama {} model={}", self.pool.urls(), self.model)

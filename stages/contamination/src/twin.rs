@@ -11,6 +11,14 @@
 //!   dotted version in a value + 1 (`3.10` → `3.11`);
 //! - **branches** (meaning-changing): `main` → `trunk`, `master` → `develop` under a branch filter.
 //!
+//! Only the renames reach past the prefix (they follow an id everywhere, or the file would break):
+//! names, comments, versions and branches change on the prefix's lines alone, so the suffix a
+//! twin's continuation is scored against keeps the reference's idioms. A model that writes
+//! idiomatic YAML it invents then matches a twin's suffix as often as the reference's; with every
+//! edit everywhere, `actions/checkout@v4` became `@v3` in the twins' suffixes only, and a loopback
+//! model that knows no file matched references more than twins (5 pairs to 0, sign test p = 0.03,
+//! `tests/e2e/contamination.rs`).
+//!
 //! The engine checks each twin with the service's validator, and the screen uses only twins that
 //! differ from their reference inside the prefix (`Twin::differs_in`): a twin with the real prefix
 //! would hand the model the real file's opening, and its continuation would be scored against both.
@@ -245,8 +253,72 @@ fn bump_versions(value: &str) -> String {
     out
 }
 
-/// The twin of a reference of `service`.
-pub fn twin(service: &str, reference: &str) -> Twin {
+/// Keys whose values name jobs or stages: where a renamed id is referred to.
+const REF_KEYS: &[&str] = &["needs", "requires", "extends", "stage", "stages", "dependencies"];
+
+/// A line past the prefix, with only the references to renamed ids renamed: a renamed key, the
+/// values of [`REF_KEYS`] (`in_refs`: a line of such a key's block list), a list item that is an
+/// id (CircleCI's workflow jobs), `needs.<id>` in an expression. A word that happens to equal an
+/// id (`go build`) stays, keeping the suffix's idioms.
+fn follow_renames(content: &str, renames: &[(String, String)], in_refs: bool) -> String {
+    let new = |w: &str| renames.iter().find(|(a, _)| a == w).map(|(_, b)| b.clone());
+    let l = parse(content);
+    if in_refs || l.key.is_some_and(|k| REF_KEYS.contains(&k)) {
+        return map_words(content, new);
+    }
+    let body = content.trim_start();
+    let item = body.strip_prefix("- ").map(|v| v.trim().trim_matches(['"', '\'']));
+    if let (Some(v), None) = (item, l.key) {
+        if let Some(b) = new(v) {
+            return content.replacen(v, &b, 1);
+        }
+    }
+    let mut line = content.to_string();
+    if let Some(k) = l.key {
+        if let Some(b) = new(k) {
+            let at = line.find(k).expect("the key is in its line");
+            line.replace_range(at..at + k.len(), &b);
+        }
+    }
+    // `needs.<id>` in an expression: the id after the dot, as a whole word.
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line.as_str();
+    while let Some(i) = rest.find("needs.") {
+        out.push_str(&rest[..i + 6]);
+        rest = &rest[i + 6..];
+        let end = rest.find(|c: char| !is_word_char(c)).unwrap_or(rest.len());
+        out.push_str(&new(&rest[..end]).unwrap_or_else(|| rest[..end].to_string()));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the first `n` whitespace tokens of `text` end (bytes; the text's length when shorter).
+fn tokens_end(text: &str, n: usize) -> usize {
+    let mut seen = 0;
+    let mut in_token = false;
+    for (i, c) in text.char_indices() {
+        match (c.is_whitespace(), in_token) {
+            (true, true) => {
+                in_token = false;
+                if seen == n {
+                    return i;
+                }
+            }
+            (false, false) => {
+                in_token = true;
+                seen += 1;
+            }
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+/// The twin of a reference of `service`, screened with `shape`'s prefix.
+pub fn twin(service: &str, reference: &str, shape: Shape) -> Twin {
+    let prefix_end = tokens_end(reference, shape.prefix);
     let lines: Vec<&str> = reference.split_inclusive('\n').collect();
     let ids = identifiers(service, &lines);
     // A new name never collides with an id the file already has, or with another new name.
@@ -265,9 +337,28 @@ pub fn twin(service: &str, reference: &str) -> Twin {
     let (mut n_names, mut n_comments, mut n_versions, mut n_branches) = (0, 0, 0, 0);
     let mut branch_ctx: Option<usize> = None;
     let mut out = String::with_capacity(reference.len() + 64);
+    let mut at = 0;
+    let mut ref_ctx: Option<usize> = None;
     for raw in &lines {
         let (content, eol) = raw.strip_suffix('\n').map_or((*raw, ""), |c| (c, "\n"));
         let trimmed = content.trim_start();
+        let in_prefix = at < prefix_end;
+        at += raw.len();
+        if !in_prefix {
+            // Past the prefix: the references to renamed ids follow, nothing else changes.
+            let l = parse(content);
+            if !trimmed.is_empty()
+                && ref_ctx.is_some_and(|c| l.indent <= c && !(l.indent == c && trimmed.starts_with("- ")))
+            {
+                ref_ctx = None;
+            }
+            out.push_str(&follow_renames(content, &renames, ref_ctx.is_some()));
+            if l.key.is_some_and(|k| REF_KEYS.contains(&k)) {
+                ref_ctx = Some(l.indent);
+            }
+            out.push_str(eol);
+            continue;
+        }
         if trimmed.starts_with('#') {
             let new = map_words(content, synonym);
             n_comments += usize::from(new != content);
@@ -390,7 +481,7 @@ jobs:
 
     #[test]
     fn a_github_actions_twin_renames_jobs_everywhere_and_changes_names_versions_and_branches() {
-        let t = twin("github-actions", GHA);
+        let t = twin("github-actions", GHA, ALL);
         let want = "\
 # Compile and verify a Go repository
 name: Go CI
@@ -420,14 +511,14 @@ jobs:
 ";
         assert_eq!(t.text, want, "{}", t.text);
         assert_eq!(t.edits[0], "renamed build → compile, deploy → ship");
-        assert_eq!(twin("github-actions", GHA), t, "deterministic");
+        assert_eq!(twin("github-actions", GHA, ALL), t, "deterministic");
         assert_eq!(t.differs_in(GHA, Shape { prefix: 10, suffix: 10 }), Some(4));
     }
 
     #[test]
     fn gitlab_jobs_and_stages_are_renamed_but_keywords_are_not() {
         let src = "stages:\n  - build\n  - test\nimage: node:18.2\nbuild-job:\n  stage: build\n  script: make\n.tpl:\n  tags: [x]\nunit:\n  extends: .tpl\n  stage: test\n";
-        let t = twin("gitlab-ci", src);
+        let t = twin("gitlab-ci", src, ALL);
         assert_eq!(
             t.text,
             "stages:\n  - compile\n  - verify\nimage: node:18.3\ncompile-task:\n  stage: compile\n  script: make\n.tpl-ci:\n  tags: [x]\nunit-ci:\n  extends: .tpl-ci\n  stage: verify\n"
@@ -436,12 +527,56 @@ jobs:
 
     #[test]
     fn a_new_name_never_collides_with_an_existing_id() {
-        let t =
-            twin("github-actions", "jobs:\n  build:\n    runs-on: x\n  compile:\n    needs: build\n    runs-on: x\n");
+        let t = twin(
+            "github-actions",
+            "jobs:\n  build:\n    runs-on: x\n  compile:\n    needs: build\n    runs-on: x\n",
+            ALL,
+        );
         assert_eq!(
             t.text,
             "jobs:\n  compile-ci:\n    runs-on: x\n  compile-ci-ci:\n    needs: compile-ci\n    runs-on: x\n"
         );
+    }
+
+    /// A prefix longer than any file here: every edit applies everywhere.
+    const ALL: Shape = Shape { prefix: 10_000, suffix: 10 };
+
+    /// Past a 20-token prefix (through `jobs:`), only the references to renamed jobs change: the
+    /// suffix keeps its versions, step names and commands.
+    #[test]
+    fn past_the_prefix_only_the_renames_follow() {
+        let t = twin("github-actions", GHA, Shape { prefix: 20, suffix: 50 });
+        let want = "\
+# Compile and verify a Go repository
+name: Go CI
+on:
+  push:
+    branches: [ trunk ]
+  pull_request:
+    branches:
+      - trunk
+jobs:
+  compile:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - name: Set up Go
+        uses: actions/setup-go@v5
+        with:
+          go-version: '1.21'
+      - name: Build
+        run: go build -v ./... # compile everything
+  ship:
+    needs: [compile]
+    if: needs.compile.result == 'success'
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo deploy
+";
+        assert_eq!(t.text, want, "{}", t.text);
+        let circle = "version: 2.1\njobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\nworkflows:\n  main:\n    jobs:\n      - build\n      - deploy:\n          requires:\n            - build\n";
+        let t = twin("circleci", circle, Shape { prefix: 3, suffix: 5 });
+        assert!(t.text.contains("      - compile\n") && t.text.contains("            - compile\n"), "{}", t.text);
     }
 
     #[test]
