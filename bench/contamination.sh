@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The contamination screen on real data: every llm4ci reference (GitHub Actions, deduplicated) and its
 # twin, continued by SmolLM2-135M-Instruct (`embedded`: raw completion and Min-K% Prob by teacher
-# forcing) and by Gemma 3 270M Q4_K_M (`llama-cpp`: llama.cpp's server, chat instruction, no Min-K%).
+# forcing) and by Gemma 3 270M Q4_K_M (`llama-cpp`: raw completion on llama.cpp's /v1/completions,
+# no Min-K%: the server echoes no prompt log-probabilities).
 # Prints per model the rates, the sign test and the AUC (the `stats` rows) and contamination_summary.
 # Env: PREFIX (default 10), SUFFIX (default 20): the cut, in whitespace tokens (DevOps-Gym's 50 + 50
 # screens only 63 of the 1,318 references); MAX_PAIRS (default: all); MODELS (default "smollm2 gemma3").

@@ -157,6 +157,22 @@ fn the_screen_flags_exactly_the_memorised_half_and_no_twin() {
     let (b, c, p) = (sign[0][0].as_u64().unwrap(), sign[0][1].as_u64(), sign[0][2].as_f64());
     assert!(b >= 5 && c == Some(0) && (p.unwrap() - 0.5f64.powi(b as i32)).abs() < 1e-12, "{sign:?}");
 
+    // The report: Table I on the screen-clean half, and the sample browser (in Chromium) lists
+    // the recalled half's answers and shows a recalled pair's prefix, true suffix and continuation.
+    let clean = std::fs::read_to_string(wh.join("report/tables/table1_clean.csv")).unwrap();
+    assert!(clean.lines().any(|l| l.starts_with("memo,screen-clean,6,")), "{clean}");
+    let page = wh.join("report/samples.html");
+    let dom = crate::study::render(&page, "screen=recalled");
+    assert_eq!(crate::study::matches_shown(&dom), 6, "the recalled answers");
+    let dom = crate::study::render(&page, "screen=clean");
+    assert_eq!(crate::study::matches_shown(&dom), 6, "the screen-clean answers");
+    let recalled =
+        duck(&wh, &format!("SELECT pair_id FROM {ROWS} WHERE variant = 'real' AND status = 'high_risk' LIMIT 1"));
+    let dom = crate::study::render(&page, &format!("pair=github-actions/{}", recalled[0][0].as_str().unwrap()));
+    for part in ["class=\"prefix\"", "class=\"suffix\"", "class=\"continuation\"", "real high risk (s,t,p,l,b)"] {
+        assert!(dom.contains(part), "the opened pair shows {part}");
+    }
+
     // Nothing changed: nothing asked.
     let before = asked.load(Ordering::SeqCst);
     let again = run_ok(&["run", "--config", &cfg]);

@@ -88,7 +88,7 @@ fn html_text(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\u{a0}', "&nbsp;")
 }
 
-fn matches_shown(dom: &str) -> u64 {
+pub(crate) fn matches_shown(dom: &str) -> u64 {
     let n = dom.split("id=\"count\" data-n=\"").nth(1).expect("the match count").split('"').next().unwrap();
     n.parse().unwrap()
 }
