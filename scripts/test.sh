@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, the pinned crate versions, a check that every peer
 # the tests compare against imports, assets, then every crate's tests in the one optimised (release) build.
+#
+# `--quick`: the developers' loop: every crate's unit tests (the `src/` tests, the engine's
+# included) in the same optimised build, without the test targets that run the peers, the browser,
+# model servers or whole studies (`tests/`). CI runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/doc2ci-target}"
+if [ "${1:-}" = "--quick" ]; then
+  ./scripts/lock.sh
+  cargo fmt --all --check
+  exec cargo test --release --workspace --locked --lib 2>&1
+fi
 ./scripts/deps.sh test
 ./scripts/lock.sh
 # Formatting: every module is declared where rustfmt sees it (the registries only list them).
