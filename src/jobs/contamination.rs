@@ -317,7 +317,8 @@ impl Screen {
             model: self.ask.model.name.clone(),
             variant: variant.into(),
             status: status.into(),
-            mode: "chat".into(),
+            // How the model is (or would be) asked, for a row that was not asked too.
+            mode: if self.raw { "raw" } else { "chat" }.into(),
             prefix_tokens: self.shape.prefix as u32,
             suffix_tokens: self.shape.suffix as u32,
             ..Contamination::default()
