@@ -227,41 +227,43 @@ fn completion_prompt(req: &Request) -> Option<&str> {
     }
 }
 
-/// The `/completions` body continuing `prompt` under `req`'s settings.
+/// The `/completions` body continuing `prompt` under `req`'s settings: the chat body with the
+/// prompt in place of the messages.
 pub fn completion_body(model: &str, req: &Request, prompt: &str) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("prompt".into(), json!(prompt));
-    body.insert("temperature".into(), json!(req.temperature));
-    body.insert("max_tokens".into(), json!(req.max_tokens));
-    if let Some(seed) = req.seed {
-        body.insert("seed".into(), json!(seed));
-    }
-    body.insert("stream".into(), json!(false));
-    for (k, v) in &req.extra {
-        body.insert(k.clone(), v.clone());
-    }
-    Value::Object(body)
+    let mut body = chat_body(model, req);
+    let b = body.as_object_mut().expect("an object");
+    b.remove("messages");
+    b.insert("prompt".into(), json!(prompt));
+    body
 }
 
 /// `choices[0].text`, `finish_reason`, `usage` of a `/completions` response.
 pub fn parse_completion(v: &Value) -> Result<Parsed, String> {
-    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
-    }
-    let choice = v
-        .get("choices")
-        .and_then(|c| c.as_array())
-        .and_then(|c| c.first())
-        .ok_or_else(|| format!("no choices[0] in {}", snippet(&v.to_string())))?;
+    let choice = first_choice(v)?;
     let text = match choice.get("text") {
         Some(Value::String(s)) => s.clone(),
         _ => return Err(format!("choices[0].text is not a string: {}", snippet(&choice.to_string()))),
     };
+    Ok(with_usage(v, choice, text))
+}
+
+/// `choices[0]` of an OpenAI-style response, unless it carries an error object instead.
+fn first_choice(v: &Value) -> Result<&Value, String> {
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
+    }
+    v.get("choices")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.first())
+        .ok_or_else(|| format!("no choices[0] in {}", snippet(&v.to_string())))
+}
+
+/// `text` with the choice's `finish_reason` and the response's `usage` token counts.
+fn with_usage(v: &Value, choice: &Value, text: String) -> Parsed {
     let finish = choice.get("finish_reason").and_then(|f| f.as_str()).map(str::to_string);
     let usage = v.get("usage");
     let num = |k: &str| usage.and_then(|u| u.get(k)).and_then(|n| n.as_u64()).map(|n| n as u32);
-    Ok((text, finish, num("prompt_tokens"), num("completion_tokens")))
+    (text, finish, num("prompt_tokens"), num("completion_tokens"))
 }
 
 /// The prompt's token log-probabilities of an `echo` response (`max_tokens = 1`): of
@@ -326,14 +328,7 @@ pub fn chat_body(model: &str, req: &Request) -> Value {
 
 /// `choices[0].message.content`, `finish_reason`, `usage` of a chat-completions response.
 pub fn parse_openai(v: &Value) -> Result<(String, Option<String>, Option<u32>, Option<u32>), String> {
-    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-        return Err(format!("error object in a 200 response: {}", snippet(&err.to_string())));
-    }
-    let choice = v
-        .get("choices")
-        .and_then(|c| c.as_array())
-        .and_then(|c| c.first())
-        .ok_or_else(|| format!("no choices[0] in {}", snippet(&v.to_string())))?;
+    let choice = first_choice(v)?;
     let message = choice.get("message").ok_or("choices[0] has no message")?;
     let text = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
@@ -343,10 +338,7 @@ pub fn parse_openai(v: &Value) -> Result<(String, Option<String>, Option<u32>, O
             return Err(format!("choices[0].message.content is not a string: {}", snippet(&other.to_string())))
         }
     };
-    let finish = choice.get("finish_reason").and_then(|f| f.as_str()).map(str::to_string);
-    let usage = v.get("usage");
-    let num = |k: &str| usage.and_then(|u| u.get(k)).and_then(|n| n.as_u64()).map(|n| n as u32);
-    Ok((text, finish, num("prompt_tokens"), num("completion_tokens")))
+    Ok(with_usage(v, choice, text))
 }
 
 #[async_trait::async_trait]

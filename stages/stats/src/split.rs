@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use doc2ci_rows::ModelRow;
 
-use crate::study::{tested_metrics, Params, StatRow, Unit};
+use crate::study::{fin, row, tested_metrics, Params, StatRow, Unit};
 use crate::{bootstrap_mean_ci, cliffs_delta, holm, mann_whitney, mean, percentile, Rng};
 
 /// The `group_b` of the screen-clean subset.
@@ -185,31 +185,6 @@ pub fn bootstrap_delta_ci(x: &[f64], y: &[f64], seed: u64, resamples: usize, lev
         .collect();
     let alpha = (1.0 - level) / 2.0 * 100.0;
     Some((percentile(&deltas, alpha), percentile(&deltas, 100.0 - alpha)))
-}
-
-fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> StatRow {
-    StatRow {
-        test: test.into(),
-        service: service.into(),
-        metric: metric.into(),
-        group_a: a.into(),
-        group_b: b.into(),
-        n: n as u64,
-        statistic: None,
-        p: None,
-        p_holm: None,
-        effect: None,
-        effect_name: String::new(),
-        ci_low: None,
-        ci_high: None,
-        b: None,
-        c: None,
-        method: String::new(),
-    }
-}
-
-fn fin(v: f64) -> Option<f64> {
-    v.is_finite().then_some(v)
 }
 
 #[cfg(test)]

@@ -174,7 +174,7 @@ fn wilcoxon_row(
     r
 }
 
-fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> StatRow {
+pub(crate) fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> StatRow {
     StatRow {
         test: test.into(),
         service: service.into(),
@@ -195,7 +195,7 @@ fn row(test: &str, service: &str, metric: &str, a: &str, b: &str, n: usize) -> S
     }
 }
 
-fn fin(v: f64) -> Option<f64> {
+pub(crate) fn fin(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
