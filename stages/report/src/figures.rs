@@ -99,6 +99,7 @@ pub fn all(inp: &Input) -> Vec<Fig> {
     if let Some(svg) = crate::lint::ladder(inp, &means, &models) {
         figs.push(("fig_validity_ladder".into(), "The validity ladder per service: parse → schema → the service's own validator (as written, then with fragments completed), per model, zero-shot.".into(), svg));
     }
+    figs.extend(crate::repair::ladder(inp));
     for metric in box_metrics(inp) {
         let vals = model_metric_values(inp.units, metric);
         if vals.is_empty() {

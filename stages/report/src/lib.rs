@@ -17,6 +17,7 @@ mod browser;
 mod clean;
 mod figures;
 mod lint;
+mod repair;
 
 pub use browser::Samples;
 
@@ -98,7 +99,7 @@ pub struct Table {
 }
 
 impl Table {
-    fn new(id: &'static str, caption: impl Into<String>, header: &[&str]) -> Self {
+    pub(crate) fn new(id: &'static str, caption: impl Into<String>, header: &[&str]) -> Self {
         Table {
             id,
             caption: caption.into(),
@@ -483,17 +484,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     out.push(t);
 
     // RQ6.
-    let mut t = Table::new("rq6_repair", "RQ6. Repair and fine-tuning: McNemar on schema validity (b = valid→invalid, c = invalid→valid) and Wilcoxon on cosine, zero-shot vs repaired / base vs fine-tuned.", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
-    for r in inp.stats.iter().filter(|r| {
-        (r.test == "mcnemar" || (r.test == "wilcoxon" && r.metric == "cosine"))
-            && (r.group_b.ends_with(" repaired") || is_fine_tune(r))
-    }) {
-        let mut c = test_cells(r, inp);
-        c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
-        c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
-        t.rows.push(c);
-    }
-    out.push(t);
+    out.extend(repair::tables(inp));
     // Repaired means, when there are repair rounds.
     let mut t = Table::new(
         "rq6_means",
@@ -650,15 +641,15 @@ fn contamination_table(inp: &Input) -> Table {
     t
 }
 
-fn is_fine_tune(r: &StatRow) -> bool {
+pub(crate) fn is_fine_tune(r: &StatRow) -> bool {
     r.method.contains(FINE_TUNE_TAG)
 }
 
-fn disp(inp: &Input, svc: &str) -> String {
+pub(crate) fn disp(inp: &Input, svc: &str) -> String {
     inp.services.get(svc).cloned().unwrap_or_else(|| if svc == "all" { "All services".into() } else { svc.into() })
 }
 
-fn test_cells(r: &StatRow, inp: &Input) -> Vec<String> {
+pub(crate) fn test_cells(r: &StatRow, inp: &Input) -> Vec<String> {
     let effect = match r.effect {
         Some(e) => format!("{} = {e:.3}", r.effect_name),
         None => "–".into(),

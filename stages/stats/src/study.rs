@@ -81,6 +81,18 @@ pub fn similarity_metrics(metrics: &[MetricInfo]) -> Vec<&'static str> {
     metrics.iter().filter(|m| m.in_study && m.kind == MetricKind::Float).map(|m| m.name).collect()
 }
 
+/// The binary outcomes the study tests with McNemar: its bool score metrics (`exact`,
+/// `tree_exact`, `sem_exact`, `sem_contains`, …) and the validity indicators but `fragment` (a
+/// description of the answer, not something to be better or worse at).
+pub fn binary_outcomes(metrics: &[MetricInfo]) -> Vec<&'static str> {
+    metrics
+        .iter()
+        .filter(|m| m.in_study && m.kind == MetricKind::Bool)
+        .map(|m| m.name)
+        .chain(VALIDATION_INDICATORS.iter().copied().filter(|m| *m != "fragment"))
+        .collect()
+}
+
 /// Marks the method of base-vs-fine-tuned rows.
 pub const FINE_TUNE_TAG: &str = "fine-tuned vs base";
 
@@ -156,7 +168,7 @@ fn spearman_row(metric: &str, a: &str, b: &str, t: &crate::TestResult, n: usize)
 
 /// A Wilcoxon signed-rank row with its matched-pairs rank-biserial r; `method_note` is appended
 /// to the p-value method (e.g. what the pairs are).
-fn wilcoxon_row(
+pub(crate) fn wilcoxon_row(
     service: &str,
     metric: &str,
     a: &str,
@@ -345,8 +357,8 @@ pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -
         }
     }
 
-    // ---- McNemar on schema and lint validity between models, per service; Holm per service ----
-    for indicator in ["schema_ok", "lint_ok"].into_iter().filter(|m| metrics.contains(m)) {
+    // ---- McNemar on every binary outcome between models, per service; Holm per (service, outcome) ----
+    for indicator in binary_outcomes(&p.metrics).into_iter().filter(|m| metrics.contains(m)) {
         for svc in &services {
             let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
             let mut fam = Vec::new();
@@ -463,46 +475,20 @@ pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -
         }
     }
 
-    // ---- RQ6: repair (final round vs zero-shot) and fine-tuning (vs base), paired ----
-    let final_round = final_rounds(units);
-    let unanswered = unanswered(units, errors);
-    let repaired_models: BTreeSet<&str> =
-        units.iter().filter(|u| u.round > 0 && u.sample == 0).map(|u| u.model.as_str()).collect();
+    // ---- RQ6: repair (every round vs zero-shot, passItr@k) and fine-tuning (vs base), paired ----
+    let binaries = binary_outcomes(&p.metrics);
+    let outcomes: Vec<&'static str> = metrics.iter().copied().filter(|m| binaries.contains(m)).collect();
+    out.extend(crate::repair::rows(units, errors, &services, &sims, &outcomes));
     for svc in services.iter().map(|s| Some(*s)).chain([None]) {
         let svc_name = svc.unwrap_or("all");
-        let mut fam_v = Vec::new();
-        let repaired = |m: &str, metric: &str| zero_vs_repaired(&zs, &final_round, &unanswered, svc, m, metric);
-        let errored = |m: &str| unanswered.iter().filter(|k| k.1 == m && svc.is_none_or(|s| k.0 == s)).count();
-        for m in &repaired_models {
-            let (x, y) = repaired(m, "schema_ok");
-            if !x.is_empty() {
-                let mut r = mcnemar_row(svc_name, "schema_ok", m, &format!("{m} repaired"), &x, &y);
-                r.test = "mcnemar".into();
-                r.method = left_out_note(&r.method, errored(m), ERRORED);
-                fam_v.push(r);
-            }
-        }
-        push_holm(&mut out, fam_v);
-        for metric in &sims {
-            let mut fam = Vec::new();
-            for m in &repaired_models {
-                let (x, y) = repaired(m, metric);
-                if let Some(w) = wilcoxon(&x, &y) {
-                    let mut r = wilcoxon_row(svc_name, metric, m, &format!("{m} repaired"), &w, x.len(), "");
-                    r.method = left_out_note(&r.method, errored(m), ERRORED);
-                    fam.push(r);
-                }
-            }
-            push_holm(&mut out, fam);
-        }
         for &(ft, base) in &fine_tuned {
-            for metric in sims.iter().copied().chain(["schema_ok"]) {
+            for metric in sims.iter().chain(&outcomes).copied() {
                 let (x, y) = paired(&cell, svc, base, ft, metric, &services);
                 if x.is_empty() {
                     continue;
                 }
                 let left_out = one_sided(&cell, svc, base, ft, &services);
-                if metric == "schema_ok" {
+                if outcomes.contains(&metric) {
                     let mut r = mcnemar_row(svc_name, metric, base, ft, &x, &y);
                     r.p_holm = r.p;
                     r.method = left_out_note(&format!("{}; {FINE_TUNE_TAG}", r.method), left_out, ONE_SIDED);
@@ -573,7 +559,7 @@ fn mwu_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) -> O
     Some(r)
 }
 
-fn mcnemar_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) -> StatRow {
+pub(crate) fn mcnemar_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) -> StatRow {
     let (mut vb, mut vc) = (0u64, 0u64);
     for (p, q) in x.iter().zip(y) {
         match (*p > 0.5, *q > 0.5) {
@@ -595,7 +581,7 @@ fn mcnemar_row(svc: &str, metric: &str, a: &str, b: &str, x: &[f64], y: &[f64]) 
 }
 
 /// Holm over one family; the rows keep their order.
-fn push_holm(out: &mut Vec<StatRow>, mut fam: Vec<StatRow>) {
+pub(crate) fn push_holm(out: &mut Vec<StatRow>, mut fam: Vec<StatRow>) {
     let ps: Vec<f64> = fam.iter().map(|r| r.p.unwrap_or(f64::NAN)).collect();
     for (r, h) in fam.iter_mut().zip(holm(&ps)) {
         r.p_holm = fin(h);
@@ -632,12 +618,10 @@ fn paired(
 
 /// Why a paired test between two groups left pairs out.
 const ONE_SIDED: &str = "answered by one side only (an errored request, or not asked)";
-/// Why a zero-shot vs repaired test left pairs out.
-const ERRORED: &str = "the last request errored";
 
 /// `method` with the count of pairs a paired test left out and why, when there are any: a pair
 /// one side has no answer for is never counted as that side's failure.
-fn left_out_note(method: &str, n: usize, why: &str) -> String {
+pub(crate) fn left_out_note(method: &str, n: usize, why: &str) -> String {
     match n {
         0 => method.to_string(),
         1 => format!("{method}; 1 pair left out: {why}"),
@@ -655,62 +639,6 @@ fn one_sided(cell: &Cell, svc: Option<&str>, a: &str, b: &str, services: &BTreeS
         n += ca.keys().filter(|p| !cb.contains_key(*p)).count() + cb.keys().filter(|p| !ca.contains_key(*p)).count();
     }
     n
-}
-
-/// (service, model, pair) of sample 0 whose last request errored: no answer at round 0, or a
-/// repair round that failed after the last answered one. Such a pair's outcome is unknown.
-fn unanswered<'a>(units: &'a [Unit], errors: &'a [RowKey]) -> BTreeSet<(&'a str, &'a str, &'a str)> {
-    let mut last: HashMap<(&str, &str, &str), u32> = HashMap::new();
-    for u in units.iter().filter(|u| u.sample == 0) {
-        let e = last.entry((u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).or_insert(u.round);
-        *e = (*e).max(u.round);
-    }
-    errors
-        .iter()
-        .filter(|e| e.sample == 0)
-        .map(|e| ((e.service.as_str(), e.model.as_str(), e.pair_id.as_str()), e.round))
-        .filter(|(k, round)| last.get(k).is_none_or(|l| round > l))
-        .map(|(k, _)| k)
-        .collect()
-}
-
-/// (service, model, pair) → values of its last round (sample 0).
-fn final_rounds(units: &[Unit]) -> HashMap<(&str, &str, &str), &Unit> {
-    let mut m: HashMap<(&str, &str, &str), &Unit> = HashMap::new();
-    for u in units.iter().filter(|u| u.sample == 0) {
-        let k = (u.service.as_str(), u.model.as_str(), u.pair_id.as_str());
-        match m.get(&k) {
-            Some(prev) if prev.round >= u.round => {}
-            _ => {
-                m.insert(k, u);
-            }
-        }
-    }
-    m
-}
-
-/// Zero-shot vs final-round values of one model: pairs never repaired keep their zero-shot value,
-/// so the contrast is the effect of running repair over the whole set.
-fn zero_vs_repaired(
-    zs: &[&Unit],
-    fin_round: &HashMap<(&str, &str, &str), &Unit>,
-    unanswered: &BTreeSet<(&str, &str, &str)>,
-    svc: Option<&str>,
-    model: &str,
-    metric: &str,
-) -> (Vec<f64>, Vec<f64>) {
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for u in zs.iter().filter(|u| u.model == model && svc.is_none_or(|s| u.service == s)) {
-        if unanswered.contains(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())) {
-            continue;
-        }
-        let last = fin_round.get(&(u.service.as_str(), u.model.as_str(), u.pair_id.as_str())).copied().unwrap_or(*u);
-        if let (Some(a), Some(b)) = (u.values.get(metric), last.values.get(metric)) {
-            x.push(*a);
-            y.push(*b);
-        }
-    }
-    (x, y)
 }
 
 #[cfg(test)]
