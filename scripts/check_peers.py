@@ -21,6 +21,8 @@ MODULES = [
     "selenium",
     # statistics peers (peers/stats_check.py, stages/stats/tests)
     "scipy", "statsmodels", "sklearn", "numpy",
+    # the comparison peer's join (peers/compare.py)
+    "pandas",
     # object storage (tests/e2e/remote.rs): moto's S3 server, boto3 to list it, Polars to read it back
     "moto.server", "boto3", "polars",
     # generation peers (peers/llama_server.py: libs/llm, libs/smollm, tests/e2e/generate.rs, bench/;

@@ -51,7 +51,7 @@ pip_install \
   ruamel.yaml==0.19.1 jsonschema==4.26.0 check-jsonschema==0.39.0 \
   sacrebleu==2.6.0 zss==1.2.0 rapidfuzz==3.14.6 crystalbleu==0.2 nltk==3.10.4 deepdiff==9.1.0 gawd==1.1.1 \
   html5lib==1.1 beautifulsoup4==4.15.0 soupsieve==4.1.4 \
-  scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6 \
+  scipy==1.17.1 statsmodels==0.15.0 scikit-learn==1.9.1 numpy==2.4.6 pandas==3.1.1 \
   "moto[server]==5.2.5" boto3==1.43.11 polars==2.1.0 \
   selenium==4.50.0
 

@@ -14,6 +14,9 @@ pub const PAIRS_PARQUET: &str = "pairs.parquet";
 pub const DATASHEET_JSON: &str = "datasheet.json";
 pub const DATASHEET_MD: &str = "datasheet.md";
 pub const SUMS: &str = "SHA256SUMS";
+/// The study's results a release may carry (`export benchmark --with-results`): every answer,
+/// verdict and score, each table one file, so `doc2ci compare` reads a published run.
+pub const RESULTS: [&str; 4] = ["generations.parquet", "validations.parquet", "lints.parquet", "scores.parquet"];
 
 pub fn sha256_file(p: &Path) -> Result<String> {
     let bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
@@ -25,27 +28,7 @@ pub fn sha256_file(p: &Path) -> Result<String> {
 /// every name in it must be a plain file of the folder (no path, no `..`: a release from someone
 /// else never makes doc2ci read a file outside it); every file it names must match.
 pub fn verified_pairs(dir: &Path) -> Result<Vec<u8>> {
-    let sums = dir.join(SUMS);
-    let not_a_release =
-        || format!("{}: not a benchmark folder (no {SUMS}; write one with `doc2ci export benchmark`)", dir.display());
-    let mut text = String::new();
-    std::fs::File::open(&sums)
-        .with_context(not_a_release)?
-        .take(MAX_SUMS_BYTES)
-        .read_to_string(&mut text)
-        .with_context(not_a_release)?;
-    let mut listed = std::collections::BTreeMap::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let Some((want, file)) = line.split_once("  ") else {
-            bail!("{}:{}: malformed checksum line", sums.display(), i + 1);
-        };
-        let file = file.trim();
-        let plain = !file.is_empty() && !file.starts_with('.') && !file.contains(['/', '\\', '\0']);
-        if !plain {
-            bail!("{}:{}: `{file}` is not a file name of the release folder", sums.display(), i + 1);
-        }
-        listed.insert(file.to_string(), want.trim().to_string());
-    }
+    let (sums, listed) = listed(dir)?;
     let Some(want) = listed.get(PAIRS_JSONL) else {
         bail!("{}: does not list {PAIRS_JSONL}, the file that is imported: nothing is checked", sums.display());
     };
@@ -70,6 +53,45 @@ pub fn verified_pairs(dir: &Path) -> Result<Vec<u8>> {
         }
     }
     Ok(bytes)
+}
+
+/// The release's checksum list: (its path, file name → SHA-256). Every name must be a plain file
+/// of the folder (no path, no `..`).
+fn listed(dir: &Path) -> Result<(std::path::PathBuf, std::collections::BTreeMap<String, String>)> {
+    let sums = dir.join(SUMS);
+    let not_a_release =
+        || format!("{}: not a benchmark folder (no {SUMS}; write one with `doc2ci export benchmark`)", dir.display());
+    let mut text = String::new();
+    std::fs::File::open(&sums)
+        .with_context(not_a_release)?
+        .take(MAX_SUMS_BYTES)
+        .read_to_string(&mut text)
+        .with_context(not_a_release)?;
+    let mut listed = std::collections::BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let Some((want, file)) = line.split_once("  ") else {
+            bail!("{}:{}: malformed checksum line", sums.display(), i + 1);
+        };
+        let file = file.trim();
+        let plain = !file.is_empty() && !file.starts_with('.') && !file.contains(['/', '\\', '\0']);
+        if !plain {
+            bail!("{}:{}: `{file}` is not a file name of the release folder", sums.display(), i + 1);
+        }
+        listed.insert(file.to_string(), want.trim().to_string());
+    }
+    Ok((sums, listed))
+}
+
+/// One of the release's files, once its checksum matches the list's; None when the release does
+/// not hold it (an older release, or one exported without results).
+pub fn verified_file(dir: &Path, name: &str) -> Result<Option<std::path::PathBuf>> {
+    let (sums, listed) = listed(dir)?;
+    let Some(want) = listed.get(name) else { return Ok(None) };
+    let path = dir.join(name);
+    if sha256_file(&path)? != *want {
+        bail!("{}: checksum mismatch for {name} (the file changed since the release was written)", sums.display());
+    }
+    Ok(Some(path))
 }
 
 /// A checksum list is a few lines; a release's pairs a few hundred MB at most.

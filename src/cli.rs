@@ -69,6 +69,32 @@ enum Cmd {
         /// Output file (default: standard output).
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// `benchmark` only: also publish the study's results (answers, verdicts, scores), so
+        /// others can `doc2ci compare` their run with this one.
+        #[arg(long)]
+        with_results: bool,
+    },
+    /// Compare two cells sample by sample: `doc2ci compare A B`, each `MODEL` or
+    /// `model=M[,round=N|last][,sample=N][,service=S]`, optionally `@WHERE` (another warehouse
+    /// folder, its pipeline.toml, a release folder, or a mirror URL). Writes the `comparisons`
+    /// table and a page into this study's warehouse; prints the summary.
+    Compare {
+        a: String,
+        b: String,
+        #[arg(long, short, default_value = "pipeline.toml")]
+        config: PathBuf,
+        /// Markdown summary (`table`, the default), or every row as `csv`, `json` or `jsonl`.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Exit non-zero when B is significantly worse than A (after Holm) on any of these
+        /// metrics (comma-separated), and print the samples that got worse.
+        #[arg(long, value_delimiter = ',')]
+        fail_if_worse: Vec<String>,
+        /// Seed and resamples of the paired bootstrap.
+        #[arg(long, default_value_t = doc2ci_stats::compare::Params::default().seed)]
+        seed: u64,
+        #[arg(long, default_value_t = doc2ci_stats::compare::Params::default().resamples)]
+        resamples: usize,
     },
     /// Mirror the warehouse to `[study] remote` now (every `run` does it at its end).
     Push {
@@ -241,7 +267,7 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let stdout = std::io::stdout();
             sql::write(&batches, format, &mut stdout.lock())
         }
-        Cmd::Export { table, config, format, out, folds } if table == "finetune" => {
+        Cmd::Export { table, config, format, out, folds, .. } if table == "finetune" => {
             let cfg = crate::jobs::load(&config)?;
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
@@ -249,13 +275,14 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             println!("{}", crate::jobs::export_finetune(&cfg, &wh, folds, &out)?);
             Ok(())
         }
-        Cmd::Export { table, config, out, .. } if table == "benchmark" => {
+        Cmd::Export { table, config, out, with_results, .. } if table == "benchmark" => {
             let cfg = crate::jobs::load(&config)?;
             let wh = open_warehouse(&config)?;
             let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
             let made = crate::release::Made {
                 title: cfg.section::<crate::jobs::ReportSettings>()?.title,
                 dedupe: serde_json::to_value(cfg.section::<crate::jobs::DedupeSettings>()?)?,
+                with_results,
             };
             println!("{}", crate::release::export(&cfg, &wh, &out, &made)?);
             Ok(())
@@ -280,6 +307,27 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
                     Ok(())
                 }
                 None => sql::export(&wh, &table, format, &mut std::io::stdout().lock()),
+            }
+        }
+        Cmd::Compare { a, b, config, format, fail_if_worse, seed, resamples } => {
+            let cfg = crate::jobs::load(&config)?;
+            let (a, b) = (crate::compare::Cell::parse(&a)?, crate::compare::Cell::parse(&b)?);
+            let params = doc2ci_stats::compare::Params { seed, resamples, ..Default::default() };
+            if resamples == 0 {
+                bail!("--resamples must be at least 1");
+            }
+            let done = crate::compare::run(&cfg, &a, &b, &params)?;
+            let gate = crate::compare::worse(&done, &fail_if_worse)?;
+            if format == Format::Table {
+                print!("{}", crate::compare::summary(&done));
+            } else {
+                let wh = Warehouse::new(&cfg.warehouse);
+                let q = format!("SELECT * EXCLUDE (comparison) FROM comparisons WHERE comparison = '{}'", done.name);
+                sql::write(&sql::query(&wh, &q)?, format, &mut std::io::stdout().lock())?;
+            }
+            match gate {
+                Some(why) => bail!("{why}"),
+                None => Ok(()),
             }
         }
         Cmd::Gc { config } => gc(&config, ui),

@@ -9,6 +9,7 @@ pub mod benchmark;
 pub mod cli;
 pub mod code;
 pub mod coding;
+pub mod compare;
 pub mod config;
 pub mod crawl;
 pub mod engine;

@@ -7,12 +7,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use doc2ci_rows::{Page, Pair, RawPair};
+use doc2ci_rows::{Generation, Lint, Page, Pair, RawPair, Score, Validation};
 use serde_json::{json, Value};
 
-use crate::benchmark::{sha256_file, DATASHEET_JSON, DATASHEET_MD, PAIRS_JSONL, PAIRS_PARQUET, SUMS};
+use crate::benchmark::{sha256_file, DATASHEET_JSON, DATASHEET_MD, PAIRS_JSONL, PAIRS_PARQUET, RESULTS, SUMS};
 use crate::config::Config;
-use crate::jobs::tables::{PAGES, PAIRS, PAIRS_RAW};
+use crate::jobs::tables::{GENERATIONS, LINTS, PAGES, PAIRS, PAIRS_RAW, SCORES, VALIDATIONS};
+use crate::warehouse::TableDef;
+
+/// The tables of [`RESULTS`], in its order.
+pub const RESULT_TABLES: [TableDef; 4] = [GENERATIONS, VALIDATIONS, LINTS, SCORES];
 use crate::warehouse::{self, Partition, Warehouse};
 
 /// The licence each official documentation set is published under, as its source repository
@@ -35,6 +39,9 @@ pub struct Made {
     pub title: String,
     /// `[stages.dedupe]` as the study ran it.
     pub dedupe: serde_json::Value,
+    /// Also publish the study's results (`--with-results`): every answer, verdict and score, so
+    /// others can compare their run with this one (`doc2ci compare`).
+    pub with_results: bool,
 }
 
 /// Writes the release; returns a one-line summary.
@@ -115,6 +122,21 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path, made: &Made) -> Result<S
         jsonl.push(b'\n');
     }
     warehouse::atomic_write(&out.join(PAIRS_JSONL), &jsonl)?;
+    let mut files = vec![PAIRS_PARQUET, PAIRS_JSONL];
+    let mut results = serde_json::Map::new();
+    if made.with_results {
+        let (t, f) = (RESULT_TABLES, RESULTS);
+        let counts = [
+            publish::<Generation>(wh, t[0], out, f[0], None)?,
+            publish::<Validation>(wh, t[1], out, f[1], None)?,
+            publish::<Lint>(wh, t[2], out, f[2], None)?,
+            publish(wh, t[3], out, f[3], Some(&Score::template(doc2ci_score::metric_infos())))?,
+        ];
+        for (file, n) in f.into_iter().zip(counts).filter(|(_, n)| *n > 0) {
+            files.push(file);
+            results.insert(file.into(), json!(n));
+        }
+    }
     let sheet = json!({
         "name": made.title,
         "created_at": warehouse::now(),
@@ -123,17 +145,36 @@ pub fn export(cfg: &Config, wh: &Warehouse, out: &Path, made: &Made) -> Result<S
         "pairs": pairs.len(),
         "services": services,
         "sources": sources,
-        "files": [PAIRS_PARQUET, PAIRS_JSONL],
+        "files": files,
+        "results": results,
         "import": "a [[sources]] entry with kind = \"import\", format = \"benchmark\", path = \"<this folder>\" and a service",
     });
     warehouse::atomic_write(&out.join(DATASHEET_JSON), &serde_json::to_vec_pretty(&sheet)?)?;
     warehouse::atomic_write(&out.join(DATASHEET_MD), datasheet_md(&sheet).as_bytes())?;
     let mut sums = String::new();
-    for f in [PAIRS_PARQUET, PAIRS_JSONL, DATASHEET_JSON, DATASHEET_MD] {
+    for f in files.iter().chain(&[DATASHEET_JSON, DATASHEET_MD]) {
         sums.push_str(&format!("{}  {f}\n", sha256_file(&out.join(f))?));
     }
     warehouse::atomic_write(&out.join(SUMS), sums.as_bytes())?;
     Ok(format!("benchmark: {} pairs of {} service(s) in {}", pairs.len(), services.len(), out.display()))
+}
+
+/// Writes one results table as one file of the release (its columns traced from `template`
+/// when the type cannot say them); returns its rows (none: no file).
+fn publish<T: serde::Serialize + serde::de::DeserializeOwned>(
+    wh: &Warehouse,
+    t: TableDef,
+    out: &Path,
+    file: &str,
+    template: Option<&T>,
+) -> Result<usize> {
+    let rows: Vec<T> = wh.read_table(t, |_| true)?;
+    match (rows.is_empty(), template) {
+        (true, _) => {}
+        (false, Some(like)) => warehouse::write_rows_file_like(&out.join(file), &rows, like)?,
+        (false, None) => warehouse::write_rows_file(&out.join(file), &rows)?,
+    }
+    Ok(rows.len())
 }
 
 fn datasheet_md(sheet: &Value) -> String {
@@ -196,5 +237,12 @@ fn datasheet_md(sheet: &Value) -> String {
          (`sha256sum -c {SUMS}`). To use the benchmark elsewhere: {}.\n",
         sheet["import"].as_str().unwrap_or("")
     ));
+    if let Some(r) = sheet["results"].as_object().filter(|r| !r.is_empty()) {
+        let listed: Vec<String> = r.iter().map(|(f, n)| format!("`{f}` ({n} rows)")).collect();
+        s.push_str(&format!(
+            "\nThe study's results: {}. Compare a run with this one: `doc2ci compare MODEL@<this folder> MODEL`.\n",
+            listed.join(", ")
+        ));
+    }
     s
 }

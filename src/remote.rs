@@ -121,6 +121,55 @@ impl Remote {
         rt.block_on(self.sync_async(wh, ui, adopt))
     }
 
+    /// Copies the mirror's files of `tables` into the warehouse folder `dest` (what `compare`
+    /// reads of another study's mirror), each checked against the manifest's hash as it lands; a
+    /// file already there with that hash is not fetched again. Only what the manifest lists is
+    /// read, and no key leaves `dest`. Returns how many files were fetched.
+    pub fn download(&self, tables: &[&str], dest: &Path) -> Result<usize> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(async {
+            let Some(m) = self.manifest().await? else {
+                bail!("{} holds no doc2ci mirror ({MANIFEST} is missing): `doc2ci push` writes one", self.url)
+            };
+            let mut fetched = 0;
+            let wanted: BTreeMap<&String, &String> =
+                m.files.iter().filter(|(rel, _)| tables.iter().any(|t| rel.starts_with(&format!("{t}/")))).collect();
+            // A partition the mirror no longer has must not be read from an earlier copy.
+            for t in tables {
+                for rel in local_files(&dest.join(t)).unwrap_or_default() {
+                    if !wanted.contains_key(&format!("{t}/{rel}")) {
+                        let _ = std::fs::remove_file(dest.join(t).join(&rel));
+                    }
+                }
+            }
+            for (rel, want) in wanted {
+                let plain = rel.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'));
+                if !plain || !rel.ends_with(".parquet") {
+                    bail!("{}: {MANIFEST} lists `{rel}`, which is not a warehouse file", self.url);
+                }
+                let path = dest.join(rel);
+                if std::fs::read(&path).is_ok_and(|b| blake3::hash(&b).to_hex().as_str() == want) {
+                    continue;
+                }
+                let bytes = self
+                    .store
+                    .get(&self.key(rel))
+                    .await
+                    .with_context(|| format!("reading {rel} from {}", self.url))?
+                    .bytes()
+                    .await
+                    .with_context(|| format!("reading {rel} from {}", self.url))?;
+                if blake3::hash(&bytes).to_hex().as_str() != want {
+                    bail!("{}: {rel} is not the file its manifest lists (changed since the last push?)", self.url);
+                }
+                std::fs::create_dir_all(path.parent().expect("a relative key has a folder"))?;
+                atomic_write(&path, &bytes)?;
+                fetched += 1;
+            }
+            Ok(fetched)
+        })
+    }
+
     /// The remote's manifest, if the prefix has one.
     async fn manifest(&self) -> Result<Option<Manifest>> {
         match self.store.get(&self.key(MANIFEST)).await {

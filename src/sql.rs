@@ -14,7 +14,7 @@ use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
-use crate::jobs::tables::TABLES;
+use crate::jobs::tables::{COMMAND_TABLES, TABLES};
 use crate::warehouse::Warehouse;
 
 /// Table I's columns up to schema validity, which both definitions of `model_summary` share
@@ -184,7 +184,8 @@ pub fn query(wh: &Warehouse, sql: &str) -> Result<Vec<RecordBatch>> {
 fn explain(e: datafusion::error::DataFusionError, wh: &Warehouse) -> anyhow::Error {
     let msg = e.to_string();
     if msg.contains("not found") {
-        let have: Vec<&str> = TABLES.iter().filter(|t| has_data(wh, t.name)).map(|t| t.name).collect();
+        let have: Vec<&str> =
+            TABLES.iter().chain(COMMAND_TABLES).filter(|t| has_data(wh, t.name)).map(|t| t.name).collect();
         return anyhow::anyhow!(
             "{msg}\ntables in {}: {} (run `doc2ci run` to build the others)",
             wh.root.display(),
@@ -213,7 +214,7 @@ fn has_data(wh: &Warehouse, table: &str) -> bool {
 
 pub async fn context(wh: &Warehouse) -> Result<SessionContext> {
     let ctx = SessionContext::new();
-    for t in TABLES {
+    for t in TABLES.iter().chain(COMMAND_TABLES) {
         if !has_data(wh, t.name) {
             continue;
         }
@@ -376,8 +377,8 @@ fn write_table(batches: &[RecordBatch], out: &mut dyn Write) -> Result<()> {
 }
 
 pub fn export(wh: &Warehouse, table: &str, format: Format, out: &mut dyn Write) -> Result<()> {
-    if !TABLES.iter().any(|t| t.name == table) {
-        let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+    if !TABLES.iter().chain(COMMAND_TABLES).any(|t| t.name == table) {
+        let names: Vec<&str> = TABLES.iter().chain(COMMAND_TABLES).map(|t| t.name).collect();
         bail!("unknown table `{table}` (tables: {})", names.join(", "));
     }
     let batches = query(wh, &format!("SELECT * FROM {table}"))?;

@@ -39,7 +39,14 @@ pub const STATS: TableDef = TableDef { name: "stats", partition_cols: &[] };
 /// The report's files (HTML, Markdown, CSV, SVG) live in this folder beside its index rows.
 pub const REPORT: TableDef = TableDef { name: "report", partition_cols: &[] };
 
-/// Every table, in data-flow order.
+/// `doc2ci compare`'s rows (tests, flipped samples, swings, unmatched samples), one partition per
+/// comparison, its page beside them.
+pub const COMPARISONS: TableDef = TableDef { name: "comparisons", partition_cols: &["comparison"] };
+
+/// Tables that commands write, not stages: queryable as the others, never swept as stale.
+pub const COMMAND_TABLES: &[TableDef] = &[COMPARISONS];
+
+/// Every table of the stages, in data-flow order.
 pub const TABLES: &[TableDef] = &[
     PAGES,
     CODE_BLOCKS,

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_arrow::schema::SchemaLike;
 
 use parquet::{encode_parquet, tracing_options};
-pub use parquet::{encode_rows, parquet_files, read_batches, read_file_rows, write_rows_file};
+pub use parquet::{encode_rows, parquet_files, read_batches, read_file_rows, write_rows_file, write_rows_file_like};
 
 /// A table and the columns that live in its folder names rather than its files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +226,18 @@ impl Warehouse {
             return Ok(Vec::new());
         }
         parquet::read_file_columns(&f, Some(p), columns)
+    }
+
+    /// The rows of every partition of `t` on disk that `keep` admits (repair rounds' files
+    /// included), in partition order: a whole table read by a command rather than a job.
+    pub fn read_table<T: DeserializeOwned>(&self, t: TableDef, keep: impl Fn(&Partition) -> bool) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        for id in self.partitions_on_disk(t) {
+            if let Some(p) = Partition::from_id(&[t], &id).filter(|p| keep(p)) {
+                out.extend(self.read::<T>(&p)?);
+            }
+        }
+        Ok(out)
     }
 
     pub fn remove(&self, p: &Partition) -> Result<()> {

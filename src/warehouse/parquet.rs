@@ -76,6 +76,14 @@ pub fn write_rows_file<T: Serialize + DeserializeOwned>(path: &Path, rows: &[T])
     atomic_write(path, &encode_rows(rows, &[])?)
 }
 
+/// As [`write_rows_file`], with the columns traced from `template` (rows whose columns are data:
+/// `scores`, with `Score::template`).
+pub fn write_rows_file_like<T: Serialize + DeserializeOwned>(path: &Path, rows: &[T], template: &T) -> Result<()> {
+    let fields = Vec::<FieldRef>::from_samples(std::slice::from_ref(template), tracing_options())
+        .map_err(|e| anyhow!("schema of rows: {e}"))?;
+    atomic_write(path, &encode_rows_as(rows, &[], Some(&fields))?)
+}
+
 pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect())

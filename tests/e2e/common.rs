@@ -76,6 +76,20 @@ fn study(dir: &Path, models: &[&str], extra: &str) -> PathBuf {
     p
 }
 
+/// Rows `range` of a real gzipped CSV, as a small CSV of the same format.
+pub fn slice_rows(src: &Path, dst: &Path, range: std::ops::Range<usize>) {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(src).unwrap()).read_to_string(&mut text).unwrap();
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let mut w = csv::Writer::from_path(dst).unwrap();
+    w.write_record(r.headers().unwrap()).unwrap();
+    for rec in r.records().skip(range.start).take(range.len()) {
+        w.write_record(&rec.unwrap()).unwrap();
+    }
+    w.flush().unwrap();
+}
+
 /// The binary, with the request cache shared across studies off (tests count the requests a
 /// server receives; the cache's own test turns it on in a folder of its own).
 pub fn doc2ci(args: &[&str]) -> Command {

@@ -4,6 +4,7 @@
 mod common;
 
 mod batch;
+mod compare;
 mod contamination;
 mod crash;
 mod crawl;

@@ -6,7 +6,6 @@
 use crate::common;
 use common::*;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,30 +16,11 @@ const STUDY_MODELS: &[(&str, &str, &str, &str)] =
 /// (fine-tuned, base): declared so, to exercise RQ6's fine-tuning contrast on real outputs.
 const FINE_TUNED: (&str, &str) = ("codellama-7b", "llama3.1-8b");
 
-fn read_gz_csv(path: &Path) -> (csv::StringRecord, Vec<csv::StringRecord>) {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()).read_to_string(&mut text).unwrap();
-    let mut r = csv::Reader::from_reader(text.as_bytes());
-    let h = r.headers().unwrap().clone();
-    (h, r.records().map(|x| x.unwrap()).collect())
-}
-
-/// The first PAIRS rows of a real file, as a small CSV of the same format.
-fn slice(src: &Path, dst: &Path) {
-    let (h, rows) = read_gz_csv(src);
-    let mut w = csv::Writer::from_path(dst).unwrap();
-    w.write_record(&h).unwrap();
-    for r in rows.iter().take(PAIRS) {
-        w.write_record(r).unwrap();
-    }
-    w.flush().unwrap();
-}
-
 fn write_study(dir: &Path) -> PathBuf {
-    slice(&shared().join("GitHubActions_Docs.csv.gz"), &dir.join("docs.csv"));
+    slice_rows(&shared().join("GitHubActions_Docs.csv.gz"), &dir.join("docs.csv"), 0..PAIRS);
     let mut s = String::from("[study]\nwarehouse = \"wh\"\nthreads = 2\n\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n\n[[sources]]\nname = \"docs\"\nkind = \"import\"\nformat = \"llm4ci\"\npath = \"docs.csv\"\nservice = \"github-actions\"\n");
     for (m, size, code, prop) in STUDY_MODELS {
-        slice(&output_file(m), &dir.join(format!("{m}.csv")));
+        slice_rows(&output_file(m), &dir.join(format!("{m}.csv")), 0..PAIRS);
         s.push_str(&format!("\n[[models]]\nname = \"{m}\"\nbackend = \"import\"\npath = \"{m}.csv\"\nfamily = \"x\"\ncode = {code}\nproprietary = {prop}\n"));
         if !size.is_empty() {
             s.push_str(&format!("size_b = {size}\n"));

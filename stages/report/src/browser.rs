@@ -43,7 +43,7 @@ fn key<'a>(service: &'a str, pair: &'a str, model: &'a str, sample: u32, round: 
     (service, pair, model, sample, round)
 }
 
-fn cap(s: &str) -> Value {
+pub(crate) fn cap(s: &str) -> Value {
     if s.len() <= MAX_TEXT {
         return Value::from(s);
     }
@@ -105,6 +105,60 @@ fn screen_view(c: &Contamination) -> Value {
         "s": c.s.map(round4), "t": c.t.map(round4), "p": c.p.map(round4), "l": c.l.map(round4), "b": c.b.map(round4),
         "min_k": c.min_k.map(round4), "twin_edits": c.twin_edits,
     })
+}
+
+/// One answer as the pages show it (`answer.js`'s `outputView`): its texts capped, its verdicts,
+/// scores, validators' findings and the reference leaves it misses.
+pub(crate) fn answer(
+    g: &Generation,
+    v: Option<&Validation>,
+    sc: Option<&Score>,
+    ls: &[&Lint],
+    metrics: &[&MetricInfo],
+    missed: Option<Vec<String>>,
+) -> Value {
+    let score_obj: serde_json::Map<String, Value> = metrics
+        .iter()
+        .filter_map(|m| sc.and_then(|s| s.get(m.name)).map(|x| (m.name.to_string(), round4(x.as_f64()))))
+        .collect();
+    let lint_list: Vec<Value> = ls
+        .iter()
+        .map(|l| {
+            json!({
+                "tool": l.tool, "kind": l.kind, "ok": l.ok, "note": l.note,
+                "findings": l.findings.iter().take(50).map(|f| {
+                    let at = f.line.map(|n| format!("line {n}: ")).unwrap_or_default();
+                    cap(&format!("{at}{} ({})", f.message, f.rule))
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let missed = missed.map(|m| {
+        let n = m.len();
+        let mut shown: Vec<Value> = m.into_iter().take(MAX_MISSED).map(|l| cap(&l)).collect();
+        if n > MAX_MISSED {
+            shown.push(Value::from(format!("… and {} more", n - MAX_MISSED)));
+        }
+        shown
+    });
+    json!({
+        "model": g.model, "sample": g.sample, "round": g.round,
+        "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
+        "degenerate": g.degenerate_kind.as_deref().or(g.degenerate.then_some("degenerate")),
+        "finish": g.finish_reason,
+        "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
+        "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
+        "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
+    })
+}
+
+/// A page of the report's HTML templates with the shared answer view and style filled in; the
+/// title (escaped) last, so no text of it is ever taken for a placeholder.
+pub(crate) fn page(template: &str, title: &str) -> String {
+    template
+        .replace("{{STYLE}}", include_str!("answer.css"))
+        .replace("{{ANSWER_JS}}", include_str!("answer.js"))
+        .replace("{{TITLE}}", &crate::esc(title))
 }
 
 /// `samples.html` and its data files, or nothing when there are no generations.
@@ -192,44 +246,13 @@ pub fn files(
             for (col, m) in cx.iter_mut().zip(&metrics) {
                 col.push(sc.and_then(|s| s.get(m.name)).map_or(Value::Null, |x| round4(x.as_f64())));
             }
-            let score_obj: serde_json::Map<String, Value> = metrics
-                .iter()
-                .filter_map(|m| sc.and_then(|s| s.get(m.name)).map(|x| (m.name.to_string(), round4(x.as_f64()))))
-                .collect();
-            let lint_list: Vec<Value> = ls
-                .iter()
-                .map(|l| {
-                    json!({
-                        "tool": l.tool, "kind": l.kind, "ok": l.ok, "note": l.note,
-                        "findings": l.findings.iter().take(50).map(|f| {
-                            let at = f.line.map(|n| format!("line {n}: ")).unwrap_or_default();
-                            cap(&format!("{at}{} ({})", f.message, f.rule))
-                        }).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
             // Which reference leaves the answer misses, where it does not contain its reference.
             let contained = sc.and_then(|s| s.get("sem_contains")).map(|v| v.as_f64() == 1.0);
             let missed = match (s.missed, contained, g.output.as_deref()) {
-                (Some(f), Some(false), Some(out)) => f(&g.service, &pr.reference, out).map(|m| {
-                    let n = m.len();
-                    let mut shown: Vec<Value> = m.into_iter().take(MAX_MISSED).map(|l| cap(&l)).collect();
-                    if n > MAX_MISSED {
-                        shown.push(Value::from(format!("… and {} more", n - MAX_MISSED)));
-                    }
-                    shown
-                }),
+                (Some(f), Some(false), Some(out)) => f(&g.service, &pr.reference, out),
                 _ => None,
             };
-            outs.push(json!({
-                "model": g.model, "sample": g.sample, "round": g.round,
-                "output": g.output.as_deref().map(cap), "error": g.error.as_deref().map(cap),
-                "degenerate": g.degenerate_kind.as_deref().or(g.degenerate.then_some("degenerate")),
-                "finish": g.finish_reason,
-                "parse_ok": v.map(|v| v.parse_ok), "schema_ok": v.map(|v| v.schema_ok), "fragment": v.map(|v| v.fragment),
-                "errors": v.map(|v| v.errors.iter().take(50).map(|e| cap(e)).collect::<Vec<_>>()),
-                "scores": score_obj, "truncated": sc.map(|s| s.truncated), "lint": lint_list, "missed": missed,
-            }));
+            outs.push(answer(g, v, sc, ls, &metrics, missed));
         }
         let mut screened: Vec<(&str, Value)> = screens
             .iter()
@@ -262,7 +285,7 @@ pub fn files(
         "values": values,
     });
     let mut files = vec![
-        ("samples.html".to_string(), PAGE.replace("{{TITLE}}", &crate::esc(title))),
+        ("samples.html".to_string(), page(PAGE, title)),
         ("samples/index.js".to_string(), format!("doc2ciIndex({index});\n")),
     ];
     files.extend(chunk_files);

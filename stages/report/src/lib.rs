@@ -15,6 +15,7 @@ use doc2ci_stats::{mean, Tier};
 
 mod browser;
 mod clean;
+pub mod compare;
 mod figures;
 mod lint;
 mod repair;

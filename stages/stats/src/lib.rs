@@ -26,6 +26,7 @@
 use statrs::distribution::{ChiSquared, ContinuousCDF, Normal, StudentsT};
 
 pub mod coding;
+pub mod compare;
 pub mod repair;
 pub mod split;
 pub mod study;

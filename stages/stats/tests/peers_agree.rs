@@ -366,3 +366,144 @@ fn statistics_match_scipy_statsmodels_sklearn() {
     }
     eprintln!("{} cases agree; branches {methods:?}", cases.len());
 }
+
+/// Issue 46: `compare` of every pair of the six llm4ci models against a pandas join and the same
+/// tests in scipy/statsmodels: the joined and unmatched samples, each metric's mean difference,
+/// its paired bootstrap CI (scipy.stats.bootstrap fed our resample indices), Wilcoxon, McNemar,
+/// Cliff's δ (counted pair by pair), Holm over the metrics, the flipped samples and the swings.
+#[test]
+fn compare_matches_a_pandas_join_and_scipy_statsmodels_on_every_model_pair() {
+    use st::compare::{compare, Metric, Params, Side};
+    use st::study::Unit;
+    let r = real();
+    let models: Vec<&String> = r.by_model.keys().collect();
+    assert_eq!(models.len(), 6);
+    let names = ["cosine", "tree_edit", "rouge_l", "schema_ok"];
+    let metrics: Vec<Metric> = names
+        .iter()
+        .map(|n| Metric { name: n.to_string(), binary: *n == "schema_ok", higher_is_better: true, caveat: None })
+        .collect();
+    let p = Params { resamples: 1000, ..Params::default() };
+    // Each side misses a few pairs (a different few per model), so both unmatched lists are tested.
+    let side_units = |model: &str, drop: usize| -> Vec<Unit> {
+        r.by_model[model]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 97 != drop)
+            .map(|(_, (pid, v))| Unit {
+                service: "github-actions".into(),
+                pair_id: pid.clone(),
+                model: model.into(),
+                sample: 0,
+                round: 0,
+                values: [("cosine", v.0), ("tree_edit", v.1), ("rouge_l", v.2), ("schema_ok", v.3 as u8 as f64)]
+                    .into_iter()
+                    .collect(),
+            })
+            .collect()
+    };
+    let rows_json = |units: &[Unit]| -> Vec<Value> {
+        units
+            .iter()
+            .map(|u| {
+                let mut o = serde_json::Map::new();
+                o.insert("pair_id".into(), json!(u.pair_id));
+                for n in names {
+                    o.insert(n.into(), json!(u.values[n]));
+                }
+                Value::Object(o)
+            })
+            .collect()
+    };
+    let mut cases = Vec::new();
+    let mut ours = Vec::new();
+    let mut blob: Vec<u8> = Vec::new();
+    for i in 0..models.len() {
+        for j in i + 1..models.len() {
+            let (ua, ub) = (side_units(models[i], i), side_units(models[j], j + 50));
+            fn side<'a>(label: &str, u: &'a [Unit]) -> Side<'a> {
+                Side {
+                    label: label.into(),
+                    units: u.iter().collect(),
+                    references: Default::default(),
+                    errored: Default::default(),
+                }
+            }
+            let rows = compare(&side(models[i], &ua), &side(models[j], &ub), &metrics, &p);
+            let test = rows.iter().find(|r| r.kind == "test").expect("tests");
+            let seed: u64 = test.method.rsplit("seed ").next().unwrap().parse().expect("the row states its seed");
+            let n = test.n as usize;
+            let offset = blob.len();
+            for resample in st::compare::bootstrap_indices(n, seed, p.resamples) {
+                blob.extend(resample.iter().flat_map(|&k| (k as u16).to_le_bytes()));
+            }
+            cases.push(json!({
+                "a": rows_json(&ua), "b": rows_json(&ub), "resamples": p.resamples, "n_indices": n,
+                "offset": offset, "swings": p.swings,
+                "metrics": metrics.iter().map(|m| json!({"name": m.name, "binary": m.binary})).collect::<Vec<_>>(),
+            }));
+            ours.push((format!("{} vs {}", models[i], models[j]), rows));
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("doc2ci-compare-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, indices) = (dir.join("cases.json"), dir.join("indices.bin"));
+    std::fs::write(&input, serde_json::to_vec(&cases).unwrap()).unwrap();
+    std::fs::write(&indices, &blob).unwrap();
+    let out = Command::new("python3")
+        .current_dir(manifest_dir().join("../.."))
+        .args(["-m", "peers.compare"])
+        .arg(&input)
+        .arg(&indices)
+        .output()
+        .expect("python3 runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "peers/compare.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let peer: Vec<Value> = serde_json::from_slice(&out.stdout).expect("peer prints JSON");
+    assert_eq!(peer.len(), 15, "every pair of the six models");
+    let (mut flipped, mut discordant_exact) = (0usize, 0usize);
+    for ((name, rows), pv) in ours.iter().zip(&peer) {
+        let ids = |kind: &str, metric: &str| -> Vec<String> {
+            let mut v: Vec<String> = rows
+                .iter()
+                .filter(|r| r.kind == kind && r.metric == metric)
+                .map(|r| r.pair_id.clone().unwrap())
+                .collect();
+            if kind != "swing" {
+                v.sort();
+            }
+            v
+        };
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(ids("only_a", ""), strings(&pv["only_a"]), "{name}: only in A");
+        assert_eq!(ids("only_b", ""), strings(&pv["only_b"]), "{name}: only in B");
+        assert!(!ids("only_a", "").is_empty() && !ids("only_b", "").is_empty());
+        for m in names {
+            let t = rows.iter().find(|r| r.kind == "test" && r.metric == m).unwrap();
+            let q = &pv["tests"][m];
+            let what = format!("{name} {m}");
+            assert_eq!(t.n, q["n"].as_u64().unwrap(), "{what}: n");
+            close(t.value_a.unwrap(), &q["mean_a"], 1e-12, &what);
+            close(t.value_b.unwrap(), &q["mean_b"], 1e-12, &what);
+            close(t.diff.unwrap(), &q["diff"], 1e-12, &what);
+            close(t.ci_low.unwrap(), &q["ci_low"], 1e-12, &format!("{what} CI low"));
+            close(t.ci_high.unwrap(), &q["ci_high"], 1e-12, &format!("{what} CI high"));
+            close(t.cliffs_delta.unwrap(), &q["cliffs_delta"], 1e-12, &format!("{what} Cliff's δ"));
+            close(t.statistic.unwrap(), &q["statistic"], 1e-9, &format!("{what} statistic"));
+            close_p(t.p.unwrap(), &q["p"], &what);
+            close_p(t.p_holm.unwrap(), &q["p_holm"], &format!("{what} Holm"));
+            if m == "schema_ok" {
+                assert_eq!((t.a_only, t.b_only), (q["a_only"].as_u64(), q["b_only"].as_u64()), "{what}");
+                assert_eq!(ids("flip", m), strings(&pv["flips"][m]), "{what}: flipped samples");
+                flipped += ids("flip", m).len();
+                discordant_exact += t.method.contains("binomial") as usize;
+            } else {
+                assert_eq!(ids("swing", m), strings(&pv["swings"][m]), "{what}: largest swings");
+            }
+        }
+    }
+    assert!(flipped > 100, "the real models differ on many samples: {flipped}");
+    eprintln!("15 model pairs agree; {flipped} flipped samples; {discordant_exact} exact McNemar");
+}

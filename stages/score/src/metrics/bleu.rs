@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "Sentence BLEU / 100 of lj(output) against lj(reference) (sacrebleu, 13a, exp smoothing).",
     needs: Needs::Words { otherwise: MetricValue::Float(0.0) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "chrF / 100 over lj (lowercased, whitespace included, eps smoothing).",
     needs: Needs::Words { otherwise: MetricValue::Float(0.0) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

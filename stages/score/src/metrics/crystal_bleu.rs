@@ -10,6 +10,7 @@ pub const METRIC: Metric = Metric {
     doc: "CrystalBLEU of lj(output) against lj(reference), ignoring the CrystalContext's frequent n-grams.",
     needs: Needs::Words { otherwise: MetricValue::Float(0.0) },
     compute,
+    corpus: true,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "1 / (1 + L2 distance) of the embeddings of clean(reference) and clean(output).",
     needs: Needs::Embeddings,
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

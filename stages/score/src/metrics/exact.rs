@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "canon(output) == canon(reference).",
     needs: Needs::Text,
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -10,6 +10,7 @@ pub const METRIC: Metric = Metric {
     doc: "1 when every YAML document of the output equals the reference's as data (CloudEval kv_match), else 0.",
     needs: Needs::Yaml { otherwise: MetricValue::Float(0.0), wildcards: false },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

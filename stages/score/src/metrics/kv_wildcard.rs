@@ -10,6 +10,7 @@ pub const METRIC: Metric = Metric {
     doc: "Leaf-path intersection over union of the YAML documents, reference wildcards applied (CloudEval).",
     needs: Needs::Yaml { otherwise: MetricValue::Float(0.0), wildcards: true },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "1 − Levenshtein(canon(output), canon(reference)) / max length, in code points.",
     needs: Needs::Text,
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -18,6 +18,10 @@ pub struct Metric {
     /// The value of one output against its reference; called only where [`Self::needs`] holds,
     /// and its variant is [`MetricInfo::kind`].
     pub compute: fn(&Sides) -> MetricValue,
+    /// Its value depends on the study's other references, not only on the pair (crystal_bleu
+    /// ignores the n-grams the service's references share): the same answer scores differently in
+    /// a study of other pairs, so runs of different studies compare it with that caveat.
+    pub corpus: bool,
 }
 
 /// What a metric needs of a pair before `compute` runs, and the value it takes otherwise.

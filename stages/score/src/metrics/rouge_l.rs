@@ -9,6 +9,7 @@ pub const METRIC: Metric = Metric {
     doc: "ROUGE-L F1 over the whitespace tokens of lj(reference) and lj(output).",
     needs: Needs::Words { otherwise: MetricValue::Float(0.0) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -10,6 +10,7 @@ pub const METRIC: Metric = Metric {
     doc: "The output holds every canonical leaf of the reference (sem_recall = 1), perhaps in a larger file.",
     needs: Needs::Canon { otherwise: MetricValue::Bool(false) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -12,6 +12,7 @@ pub const METRIC: Metric = Metric {
     doc: "Output and reference equal in the service's canonical form (documented equivalent spellings collapsed).",
     needs: Needs::Canon { otherwise: MetricValue::Bool(false) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -12,6 +12,7 @@ pub const METRIC: Metric = Metric {
     doc: "Share of the reference's canonical leaves the output holds where they would sit in a complete file.",
     needs: Needs::Canon { otherwise: MetricValue::Float(0.0) },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

@@ -11,6 +11,7 @@ pub const METRIC: Metric = Metric {
     // A text that does not load as one document is a bare root, which still has a distance.
     needs: Needs::Text,
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {

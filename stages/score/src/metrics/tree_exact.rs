@@ -14,6 +14,7 @@ pub const METRIC: Metric = Metric {
     doc: "YAML documents of output and reference equal as trees (mapping key order ignored).",
     needs: Needs::Yaml { otherwise: MetricValue::Bool(false), wildcards: false },
     compute,
+    corpus: false,
 };
 
 fn compute(s: &Sides) -> MetricValue {
