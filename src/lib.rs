@@ -126,6 +126,26 @@ mod layout {
         }
     }
 
+    /// Issue 48: `cargo fmt --check` (the test command's first step) covers every Rust file of the
+    /// repository: a module declared inside a macro, or a file no `mod` reaches, is invisible to it.
+    #[test]
+    fn rustfmt_sees_every_rust_file_git_tracks() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let run = |cmd: &str, args: &[&str]| {
+            let out = std::process::Command::new(cmd).args(args).current_dir(root).output().expect(cmd);
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let seen: BTreeSet<String> = run("cargo", &["fmt", "--all", "--check", "--", "--verbose"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("Formatting "))
+            .map(|p| Path::new(p).strip_prefix(root).unwrap_or(Path::new(p)).to_string_lossy().into_owned())
+            .collect();
+        let tracked: BTreeSet<String> = run("git", &["ls-files", "*.rs"]).lines().map(str::to_string).collect();
+        assert!(tracked.len() > 100 && tracked.contains("libs/sem/src/services/gitlab_ci.rs"), "{tracked:?}");
+        let unseen: Vec<&String> = tracked.difference(&seen).collect();
+        assert!(unseen.is_empty(), "rustfmt never sees {unseen:?}");
+    }
+
     /// The test above would pass on a graph it failed to read: it must see what is known to be there.
     #[test]
     fn the_layout_graph_sees_sibling_and_module_imports() {

@@ -1,9 +1,10 @@
 //! Validity of CI configurations (SPEC §6): does the text load as a YAML 1.2 mapping, does
 //! it conform to its service's JSON Schema, and is it only a fragment of a file.
 //!
-//! Owns: the services table ([`SERVICES`]: name, schema asset, format checks) and what "valid"
-//! means. Whether a text is only a fragment is `doc2ci-sem`'s rule (which the lint stage's
-//! completion and the semantic metrics share), applied here. Never reads a schema file itself (the engine hands it the bytes).
+//! Owns: which services there are ([`Service`]; what each one is, from its name and display name
+//! to its schema asset, is its file in `doc2ci-sem`) and what "valid" means. Whether a text is
+//! only a fragment is `doc2ci-sem`'s rule (which the lint stage's completion and the semantic
+//! metrics share), applied here. Never reads a schema file itself (the engine hands it the bytes).
 //!
 //! The peer is check-jsonschema (with ruamel.yaml), so loading uses its tweaks
 //! ([`doc2ci_yaml::Options::check_jsonschema`]: timestamps stay text, GitLab's `!reference` is
@@ -39,55 +40,17 @@ pub enum Service {
     TravisCi,
 }
 
-/// Everything the study knows about one service, in one row of [`SERVICES`].
-pub struct ServiceDef {
-    pub service: Service,
-    /// The partition name used in the warehouse and in `pipeline.toml`.
-    pub name: &'static str,
-    pub display: &'static str,
-    /// Where `doc2ci setup` unpacks its JSON Schema (relative to the assets folder).
-    pub schema_asset: &'static str,
-    /// Whether its schema is checked with check-jsonschema's format checks (GitLab's relies on them).
-    pub formats: bool,
-}
-
-/// The services, in [`Service`] order.
-pub const SERVICES: [ServiceDef; 4] = [
-    ServiceDef {
-        service: Service::GithubActions,
-        name: "github-actions",
-        display: "GitHub Actions",
-        schema_asset: "schemas/github-actions.json",
-        formats: false,
-    },
-    ServiceDef {
-        service: Service::CircleCi,
-        name: "circleci",
-        display: "CircleCI",
-        schema_asset: "schemas/circleci.json",
-        formats: false,
-    },
-    ServiceDef {
-        service: Service::GitlabCi,
-        name: "gitlab-ci",
-        display: "GitLab CI",
-        schema_asset: "schemas/gitlab-ci.json",
-        formats: true,
-    },
-    ServiceDef {
-        service: Service::TravisCi,
-        name: "travis-ci",
-        display: "Travis CI",
-        schema_asset: "schemas/travis-ci.json",
-        formats: false,
-    },
-];
-
 impl Service {
     pub const ALL: [Service; 4] = [Service::GithubActions, Service::CircleCi, Service::GitlabCi, Service::TravisCi];
 
-    pub fn def(self) -> &'static ServiceDef {
-        &SERVICES[self.index()]
+    /// Everything the study knows about the service: its one file in `doc2ci-sem`.
+    pub fn def(self) -> &'static doc2ci_sem::Service {
+        match self {
+            Service::GithubActions => &doc2ci_sem::github_actions::SERVICE,
+            Service::CircleCi => &doc2ci_sem::circleci::SERVICE,
+            Service::GitlabCi => &doc2ci_sem::gitlab_ci::SERVICE,
+            Service::TravisCi => &doc2ci_sem::travis_ci::SERVICE,
+        }
     }
 
     /// The partition name used in the warehouse and in `pipeline.toml`.
@@ -97,7 +60,7 @@ impl Service {
 
     /// What the service's files mean (`doc2ci-sem` owns the whole-file rule this crate applies).
     pub fn sem(self) -> &'static doc2ci_sem::Service {
-        doc2ci_sem::service(self.name()).expect("every service has its doc2ci-sem rules")
+        self.def()
     }
 
     fn index(self) -> usize {
@@ -211,7 +174,7 @@ impl Validator {
         let schema = self.schemas[service.index()]
             .as_ref()
             .ok_or_else(|| Error(format!("no schema was loaded for {service}")))?;
-        let options = Options::check_jsonschema(service.def().formats);
+        let options = Options::check_jsonschema(service.def().gitlab_reference_tag);
         let value = match load_with(text, &self.limits, &options) {
             Ok(v) => v,
             Err(e) => {

@@ -8,6 +8,9 @@ use crate::{Shape, FRAGMENT_JOB};
 
 pub const SERVICE: Service = Service {
     name: "circleci",
+    display: "CircleCI",
+    schema_asset: "schemas/circleci.json",
+    gitlab_reference_tag: false,
     standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
     fragment,
     lift,

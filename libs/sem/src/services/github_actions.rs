@@ -11,6 +11,9 @@ use crate::{Shape, FRAGMENT_JOB};
 
 pub const SERVICE: Service = Service {
     name: "github-actions",
+    display: "GitHub Actions",
+    schema_asset: "schemas/github-actions.json",
+    gitlab_reference_tag: false,
     standalone: |m| m.contains_key("on") && m.contains_key("jobs"),
     fragment,
     lift,

@@ -8,6 +8,9 @@ use crate::{Shape, FRAGMENT_JOB};
 
 pub const SERVICE: Service = Service {
     name: "gitlab-ci",
+    display: "GitLab CI",
+    schema_asset: "schemas/gitlab-ci.json",
+    gitlab_reference_tag: true,
     standalone,
     fragment,
     lift,

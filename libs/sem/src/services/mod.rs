@@ -23,6 +23,13 @@ pub struct Rule {
 pub struct Service {
     /// The partition name (`github-actions` …), as in the warehouse and `pipeline.toml`.
     pub name: &'static str,
+    /// Its name for people (tables, notes).
+    pub display: &'static str,
+    /// Where `doc2ci setup` unpacks its JSON Schema (relative to the assets folder).
+    pub schema_asset: &'static str,
+    /// Whether the schema check reads YAML's `!reference` tag as GitLab does (check-jsonschema's
+    /// GitLab mode).
+    pub gitlab_reference_tag: bool,
     /// Whether a mapping is a whole file rather than a fragment of one (the validate stage's rule).
     pub standalone: fn(&Map) -> bool,
     /// Which fragment a non-standalone document is; None when no completion rule covers it.
@@ -89,13 +96,23 @@ impl Applied {
     }
 }
 
-/// Declares each service's module and lists it in [`SERVICES`]: one line per service.
+// Each service's file, declared where rustfmt sees it (a `mod` inside a macro is invisible to
+// `cargo fmt`, rustfmt#3253); [`registry!`] lists them in the study's order (a file here and not
+// there fails the test below).
+pub mod circleci;
+pub mod github_actions;
+pub mod gitlab_ci;
+pub mod travis_ci;
+
+/// Lists each service in [`SERVICES`]: one line per service.
 macro_rules! registry {
     ($($service:ident),* $(,)?) => {
-        $(pub mod $service;)*
-
         /// Every service, in the study's order.
         pub const SERVICES: &[&Service] = &[$(&$service::SERVICE),*];
+
+        /// The file (module) of each service, for the test that every file is registered.
+        #[cfg(test)]
+        const FILES: &[&str] = &[$(stringify!($service)),*];
     };
 }
 
@@ -199,7 +216,22 @@ mod tests {
     fn each_service_is_named_once_and_every_rule_cites_its_source() {
         let names: Vec<&str> = SERVICES.iter().map(|s| s.name).collect();
         assert_eq!(names, ["github-actions", "circleci", "gitlab-ci", "travis-ci"]);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/services");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
+            .filter(|f| f != "mod")
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "every file of src/services is a registered service");
         for s in SERVICES {
+            // A service's file is named after it, and so is its schema.
+            assert!(FILES.contains(&s.name.replace('-', "_").as_str()), "{}: no file of that name", s.name);
+            assert_eq!(s.schema_asset, format!("schemas/{}.json", s.name));
+            assert!(!s.display.is_empty());
             let mut seen = std::collections::BTreeSet::new();
             for r in s.rules {
                 assert!(seen.insert(r.name), "{}: rule {} listed twice", s.name, r.name);

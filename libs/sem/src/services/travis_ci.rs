@@ -8,6 +8,9 @@ use crate::Shape;
 
 pub const SERVICE: Service = Service {
     name: "travis-ci",
+    display: "Travis CI",
+    schema_asset: "schemas/travis-ci.json",
+    gitlab_reference_tag: false,
     standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
     fragment,
     lift,
