@@ -23,7 +23,9 @@ mod services;
 
 pub use node::Node;
 pub use recall::Containment;
-pub use services::{circleci, github_actions, gitlab_ci, service, travis_ci, Applied, Jobs, Rule, Service, SERVICES};
+pub use services::{
+    circleci, github_actions, gitlab_ci, service, travis_ci, Applied, Jobs, Rule, Service, Wrap, SERVICES, WRAPPER_JOB,
+};
 
 use std::collections::BTreeMap;
 

@@ -24,23 +24,24 @@
 //! | Travis CI | a section (`deploy:`, `notifications:` …) | `language: shell` before (`section`) |
 //! | | a list of commands | `script:` after `language: shell` (`script`) |
 //!
-//! Any other shape has no rule: the text is judged as written only, and the row says why.
+//! Any other shape has no rule: the text is judged as written only, and the row says why. Each
+//! service's rules are its `complete` in its file of `doc2ci-sem`; this file applies them.
 //!
 //! A wrapper must cause no finding of its own: where it writes the workflow level (every GitHub
 //! rule but `workflow`) or a stub job, it grants no permissions (`permissions: {}`), which is what
 //! zizmor asks of a workflow; where the fragment owns the workflow level (`workflow`), the wrapper
 //! writes after it, so a finding about the workflow as a whole is the fragment's.
 
-use doc2ci_sem::{self as sem, Shape};
+use doc2ci_sem::{self as sem, Shape, Wrap};
 #[cfg(test)]
 use doc2ci_validate::is_fragment;
 use doc2ci_validate::Service;
-use doc2ci_yaml::{Limits, Map, Value};
+use doc2ci_yaml::{Limits, Value};
 
 /// The name of the job that holds a fragment (its findings are the fragment's).
 pub const FRAGMENT_JOB: &str = sem::FRAGMENT_JOB;
 /// The name of a stub the wrapper adds (findings naming it are the wrapper's).
-pub const WRAPPER_JOB: &str = "doc2ci-wrapper";
+pub const WRAPPER_JOB: &str = sem::WRAPPER_JOB;
 
 /// What completion makes of a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,164 +77,54 @@ impl Wrapped {
     }
 }
 
-const GHA_STUB: &str = "jobs:\n  doc2ci-wrapper:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo doc2ci\n";
-const GHA_JOB_HEAD: &str = "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n";
-const CCI_EXECUTOR: &str = "    docker:\n      - image: cimg/base:current\n";
-
-/// Completes `text` for `service` (see the module table).
+/// Completes `text` for `service` (see the module table; each rule is the service's own, in its
+/// file in `doc2ci-sem`).
 pub fn complete(service: Service, text: &str) -> Completion {
     // The validate stage's loader and bounds: a text it refuses is judged as written.
     let Ok(value) = doc2ci_yaml::load(text, &Limits::default()) else { return Completion::Standalone };
-    let shaped = match (sem::shape(service.sem(), &value), &value) {
-        (Shape::File, _) => return Completion::Standalone,
-        (Shape::Unknown, _) => None,
-        (shape, Value::Map(m)) => Some(map_completion(service, shape, m)),
-        (Shape::Steps, _) if service == Service::GithubActions => Some(Texts::inside("steps", GHA_STEPS_HEAD, 6, "")),
-        (Shape::Steps, _) => {
-            let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{CCI_EXECUTOR}    steps:\n");
-            Some(Texts::inside_owned("steps", head, 6, cci_workflow(&[FRAGMENT_JOB.to_string()])))
-        }
-        (Shape::Script, _) if service == Service::GitlabCi => {
-            Some(Texts::inside("script", "doc2ci-fragment:\n  script:\n", 4, ""))
-        }
-        (Shape::Script, _) => Some(Texts::inside("script", "language: shell\nscript:\n", 2, "")),
-        (shape, _) => unreachable!("a {shape:?} fragment is a mapping"),
+    let def = service.sem();
+    let wrap = match sem::shape(def, &value) {
+        Shape::File => return Completion::Standalone,
+        Shape::Unknown => None,
+        shape => (def.complete)(shape, &value),
     };
-    match shaped {
-        Some(s) => Completion::Wrapped(s.apply(text)),
-        None => Completion::NoRule(format!("no completion rule for this {} fragment's shape", service.def().display)),
+    match wrap {
+        Some(w) => Completion::Wrapped(apply(w, text)),
+        None => Completion::NoRule(format!("no completion rule for this {} fragment's shape", def.display)),
     }
 }
 
-const GHA_STEPS_HEAD: &str =
-    "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n    runs-on: ubuntu-latest\n    steps:\n";
-
-/// A completion before it is applied to the text.
-struct Texts {
-    rule: &'static str,
-    head: String,
-    indent: u32,
-    tail: String,
-}
-
-impl Texts {
-    fn inside(rule: &'static str, head: &str, indent: u32, tail: &str) -> Texts {
-        Texts { rule, head: head.into(), indent, tail: tail.into() }
-    }
-    fn inside_owned(rule: &'static str, head: String, indent: u32, tail: String) -> Texts {
-        Texts { rule, head, indent, tail }
-    }
-
-    fn apply(self, text: &str) -> Wrapped {
-        let pad = " ".repeat(self.indent as usize);
-        let mut body = String::with_capacity(text.len() + self.head.len() + self.tail.len() + 64);
-        let mut lines = 0u32;
-        // Only comments and blank lines so far: where a document start marker or a directive may be.
-        let mut preamble = true;
-        for line in text.lines() {
-            lines += 1;
-            let t = line.trim_end();
-            let marker = preamble && (t == "---" || t.starts_with("%YAML") || t.starts_with("%TAG"));
-            preamble &= marker || t.trim_start().is_empty() || t.trim_start().starts_with('#');
-            // A document marker or directive would end the wrapper's document: the line stays, empty.
-            if marker || t == "..." {
-                body.push('\n');
-                continue;
-            }
-            if !line.trim().is_empty() {
-                body.push_str(&pad);
-            }
-            body.push_str(line);
+/// The completed file: the wrap's head, the fragment's lines indented, the wrap's tail.
+fn apply(w: Wrap, text: &str) -> Wrapped {
+    let pad = " ".repeat(w.indent as usize);
+    let mut body = String::with_capacity(text.len() + w.head.len() + w.tail.len() + 64);
+    let mut lines = 0u32;
+    // Only comments and blank lines so far: where a document start marker or a directive may be.
+    let mut preamble = true;
+    for line in text.lines() {
+        lines += 1;
+        let t = line.trim_end();
+        let marker = preamble && (t == "---" || t.starts_with("%YAML") || t.starts_with("%TAG"));
+        preamble &= marker || t.trim_start().is_empty() || t.trim_start().starts_with('#');
+        // A document marker or directive would end the wrapper's document: the line stays, empty.
+        if marker || t == "..." {
             body.push('\n');
+            continue;
         }
-        let before = self.head.lines().count() as u32;
-        Wrapped {
-            text: format!("{}{body}{}", self.head, self.tail),
-            rule: self.rule,
-            before,
-            lines,
-            indent: self.indent,
+        if !line.trim().is_empty() {
+            body.push_str(&pad);
         }
+        body.push_str(line);
+        body.push('\n');
     }
+    let before = w.head.lines().count() as u32;
+    Wrapped { text: format!("{}{body}{}", w.head, w.tail), rule: w.rule, before, lines, indent: w.indent }
 }
 
 /// Whether a CircleCI text imports orbs (an offline parser cannot resolve them).
 pub fn imports_orbs(text: &str) -> bool {
     let Ok(Value::Map(m)) = doc2ci_yaml::load(text, &Limits::default()) else { return false };
     m.get("orbs").is_some_and(|o| !o.is_null())
-}
-
-/// The completion of a mapping fragment of `shape` (its rule is the shape's).
-fn map_completion(service: Service, shape: Shape, m: &Map) -> Texts {
-    let rule = shape.rule();
-    match (service, shape) {
-        (Service::GithubActions, Shape::Workflow) => {
-            let mut tail = String::new();
-            if !m.contains_key("on") {
-                tail.push_str("on: push\n");
-            }
-            if !m.contains_key("jobs") {
-                if !m.contains_key("permissions") {
-                    tail.push_str("permissions: {}\n");
-                }
-                tail.push_str(GHA_STUB);
-            }
-            Texts::inside_owned(rule, String::new(), 0, tail)
-        }
-        (Service::GithubActions, Shape::Job) => {
-            let reusable = m.contains_key("uses");
-            let runs_on = if m.contains_key("runs-on") || reusable { "" } else { "    runs-on: ubuntu-latest\n" };
-            // Job-level keys shown without the job's steps: the wrapper supplies a step.
-            let steps = if m.contains_key("steps") || reusable { "" } else { "    steps:\n      - run: echo doc2ci\n" };
-            Texts::inside_owned(rule, format!("{GHA_JOB_HEAD}{runs_on}"), 4, steps.into())
-        }
-        (Service::GithubActions, Shape::Step) => Texts::inside(rule, &format!("{GHA_STEPS_HEAD}      -\n"), 8, ""),
-        (Service::GithubActions, Shape::Triggers) => {
-            Texts::inside_owned(rule, "on:\n".into(), 2, format!("permissions: {{}}\n{GHA_STUB}"))
-        }
-        (Service::GithubActions, Shape::Jobs) => Texts::inside(rule, "on: push\npermissions: {}\njobs:\n", 2, ""),
-        (Service::CircleCi, Shape::Config) => {
-            let head = if m.contains_key("version") { "" } else { "version: 2.1\n" };
-            let tail = match (m.get("jobs").and_then(Value::as_map), m.contains_key("workflows")) {
-                (_, true) => String::new(),
-                (Some(jobs), false) => cci_workflow(&job_names(jobs)),
-                (None, false) => format!(
-                    "jobs:\n  {WRAPPER_JOB}:\n{CCI_EXECUTOR}    steps:\n      - checkout\n{}",
-                    cci_workflow(&[WRAPPER_JOB.into()])
-                ),
-            };
-            Texts::inside_owned(rule, head.into(), 0, tail)
-        }
-        (Service::CircleCi, Shape::Job) => {
-            let has_executor = ["docker", "machine", "macos", "executor"].iter().any(|k| m.contains_key(k));
-            let exec = if has_executor { "" } else { CCI_EXECUTOR };
-            let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{exec}");
-            Texts::inside_owned(rule, head, 4, cci_workflow(&[FRAGMENT_JOB.into()]))
-        }
-        (Service::CircleCi, Shape::Jobs) => {
-            Texts::inside_owned(rule, "version: 2.1\njobs:\n".into(), 2, cci_workflow(&job_names(m)))
-        }
-        (Service::GitlabCi, Shape::Pipeline) => {
-            let stub = format!("{WRAPPER_JOB}:\n  stage: .pre\n  script:\n    - echo doc2ci\n");
-            Texts::inside_owned(rule, String::new(), 0, stub)
-        }
-        (Service::GitlabCi, Shape::Job) => Texts::inside(rule, "doc2ci-fragment:\n", 2, ""),
-        (Service::TravisCi, Shape::Section) => Texts::inside(rule, "language: shell\n", 0, ""),
-        (service, shape) => unreachable!("doc2ci-sem gave {service} a {shape:?} fragment"),
-    }
-}
-
-/// A workflow running `jobs` (names quoted as JSON strings, which YAML reads as written).
-fn cci_workflow(jobs: &[String]) -> String {
-    let mut s = format!("workflows:\n  {WRAPPER_JOB}:\n    jobs:\n");
-    for j in jobs {
-        s.push_str(&format!("      - {}\n", serde_json::Value::String(j.clone())));
-    }
-    s
-}
-
-fn job_names(m: &Map) -> Vec<String> {
-    m.keys().filter_map(|k| k.scalar_text().map(str::to_string)).collect()
 }
 
 #[cfg(test)]

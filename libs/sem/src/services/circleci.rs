@@ -3,6 +3,7 @@
 use doc2ci_yaml::{Map, Value};
 
 use super::{all_in, default_of, entries_mut, trim_shell, under, Applied, Jobs, Rule, Service};
+use super::{Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -14,6 +15,7 @@ pub const SERVICE: Service = Service {
     standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
     fragment,
     lift,
+    complete,
     jobs: Jobs::Under("jobs"),
     empty_is_a_value: &[],
     canonicalize,
@@ -169,4 +171,52 @@ fn canon_steps(steps: &mut Node, a: &mut Applied) {
             }
         }
     }
+}
+
+const EXECUTOR: &str = "    docker:\n      - image: cimg/base:current\n";
+
+fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
+    Some(match (shape, v.as_map()) {
+        (Shape::Config, Some(m)) => {
+            let head = if m.contains_key("version") { "" } else { "version: 2.1\n" };
+            let tail = match (m.get("jobs").and_then(Value::as_map), m.contains_key("workflows")) {
+                (_, true) => String::new(),
+                (Some(jobs), false) => workflow(&job_names(jobs)),
+                (None, false) => format!(
+                    "jobs:\n  {WRAPPER_JOB}:\n{EXECUTOR}    steps:\n      - checkout\n{}",
+                    workflow(&[WRAPPER_JOB.into()])
+                ),
+            };
+            Wrap::new(shape, head, 0, tail)
+        }
+        (Shape::Job, Some(m)) => {
+            let has_executor = ["docker", "machine", "macos", "executor"].iter().any(|k| m.contains_key(k));
+            let exec = if has_executor { "" } else { EXECUTOR };
+            Wrap::new(
+                shape,
+                format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{exec}"),
+                4,
+                workflow(&[FRAGMENT_JOB.into()]),
+            )
+        }
+        (Shape::Jobs, Some(m)) => Wrap::new(shape, "version: 2.1\njobs:\n", 2, workflow(&job_names(m))),
+        (Shape::Steps, None) => {
+            let head = format!("version: 2.1\njobs:\n  {FRAGMENT_JOB}:\n{EXECUTOR}    steps:\n");
+            Wrap::new(shape, head, 6, workflow(&[FRAGMENT_JOB.to_string()]))
+        }
+        _ => return None,
+    })
+}
+
+/// A workflow running `jobs` (names quoted as JSON strings, which YAML reads as written).
+fn workflow(jobs: &[String]) -> String {
+    let mut s = format!("workflows:\n  {WRAPPER_JOB}:\n    jobs:\n");
+    for j in jobs {
+        s.push_str(&format!("      - {}\n", serde_json::Value::String(j.clone())));
+    }
+    s
+}
+
+fn job_names(m: &Map) -> Vec<String> {
+    m.keys().filter_map(|k| k.scalar_text().map(str::to_string)).collect()
 }

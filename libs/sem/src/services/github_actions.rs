@@ -2,6 +2,7 @@
 
 use doc2ci_yaml::{Map, Value};
 
+use super::Wrap;
 use super::{
     all_in, default_of, entries_mut, items_mut, keys, one_item_list, trim_shell, under, values_as_strings, Applied,
     Jobs, Rule, Service,
@@ -17,6 +18,7 @@ pub const SERVICE: Service = Service {
     standalone: |m| m.contains_key("on") && m.contains_key("jobs"),
     fragment,
     lift,
+    complete,
     jobs: Jobs::Under("jobs"),
     // "permissions: {}" disables every scope (workflow syntax, `permissions`).
     empty_is_a_value: &["permissions"],
@@ -323,4 +325,42 @@ fn canon_step(step: &mut Node, a: &mut Applied) {
     if let Some(r) = step.get_mut("run") {
         trim_shell(r, a, "shell-trailing-whitespace");
     }
+}
+
+const STUB: &str = "jobs:\n  doc2ci-wrapper:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo doc2ci\n";
+const JOB_HEAD: &str = "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n";
+const STEPS_HEAD: &str =
+    "on: push\npermissions: {}\njobs:\n  doc2ci-fragment:\n    runs-on: ubuntu-latest\n    steps:\n";
+
+/// Where the completion writes the workflow level (every rule but `workflow`) or a stub job, it
+/// grants no permissions (`permissions: {}`), as zizmor asks of a workflow; where the fragment owns
+/// the workflow level, the completion writes after it, so a finding about the whole is the fragment's.
+fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
+    Some(match (shape, v.as_map()) {
+        (Shape::Workflow, Some(m)) => {
+            let mut tail = String::new();
+            if !m.contains_key("on") {
+                tail.push_str("on: push\n");
+            }
+            if !m.contains_key("jobs") {
+                if !m.contains_key("permissions") {
+                    tail.push_str("permissions: {}\n");
+                }
+                tail.push_str(STUB);
+            }
+            Wrap::new(shape, "", 0, tail)
+        }
+        (Shape::Job, Some(m)) => {
+            let reusable = m.contains_key("uses");
+            let runs_on = if m.contains_key("runs-on") || reusable { "" } else { "    runs-on: ubuntu-latest\n" };
+            // Job-level keys shown without the job's steps: the wrapper supplies a step.
+            let steps = if m.contains_key("steps") || reusable { "" } else { "    steps:\n      - run: echo doc2ci\n" };
+            Wrap::new(shape, format!("{JOB_HEAD}{runs_on}"), 4, steps)
+        }
+        (Shape::Step, Some(_)) => Wrap::new(shape, format!("{STEPS_HEAD}      -\n"), 8, ""),
+        (Shape::Triggers, Some(_)) => Wrap::new(shape, "on:\n", 2, format!("permissions: {{}}\n{STUB}")),
+        (Shape::Jobs, Some(_)) => Wrap::new(shape, "on: push\npermissions: {}\njobs:\n", 2, ""),
+        (Shape::Steps, None) => Wrap::new(shape, STEPS_HEAD, 6, ""),
+        _ => return None,
+    })
 }

@@ -3,6 +3,7 @@
 use doc2ci_yaml::{Map, Value};
 
 use super::{default_of, keys, one_item_list, trim_shell, under, values_as_strings, Applied, Jobs, Rule, Service};
+use super::{Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -14,6 +15,7 @@ pub const SERVICE: Service = Service {
     standalone,
     fragment,
     lift,
+    complete,
     jobs: Jobs::TopLevelExcept(&GLOBAL_KEYWORDS),
     empty_is_a_value: &[],
     canonicalize,
@@ -257,4 +259,15 @@ fn flatten(s: &mut Node, a: &mut Applied) {
         push(&mut out, i);
     }
     *items = out;
+}
+
+fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
+    Some(match (shape, v.as_map()) {
+        (Shape::Pipeline, Some(_)) => {
+            Wrap::new(shape, "", 0, format!("{WRAPPER_JOB}:\n  stage: .pre\n  script:\n    - echo doc2ci\n"))
+        }
+        (Shape::Job, Some(_)) => Wrap::new(shape, "doc2ci-fragment:\n", 2, ""),
+        (Shape::Script, None) => Wrap::new(shape, "doc2ci-fragment:\n  script:\n", 4, ""),
+        _ => return None,
+    })
 }

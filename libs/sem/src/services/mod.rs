@@ -36,6 +36,9 @@ pub struct Service {
     pub fragment: fn(&Value) -> Option<Shape>,
     /// A fragment of `shape` placed where it sits in a whole file.
     pub lift: fn(Shape, Node) -> Node,
+    /// The text around a fragment of `shape` (loaded as `value`) that makes the smallest whole file
+    /// holding it verbatim, for the lint stage; None where the service has no rule for the shape.
+    pub complete: fn(Shape, &Value) -> Option<Wrap>,
     /// Where the jobs of a whole file are: mapping keys whose names do not decide containment.
     pub jobs: Jobs,
     /// Keys whose empty mapping is a value of its own, held only by an empty mapping; elsewhere an
@@ -46,6 +49,27 @@ pub struct Service {
     /// The rules `canonicalize` applies, for people and for the tests that each is documented.
     pub rules: &'static [Rule],
 }
+
+/// A fragment's completion: `head`, the fragment's lines each indented by `indent` spaces, then
+/// `tail`. Synthetic names say who wrote what: the job holding the fragment is
+/// [`crate::FRAGMENT_JOB`], a stub the completion adds is [`WRAPPER_JOB`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrap {
+    /// The rule's name (the shape's, [`Shape::rule`]).
+    pub rule: &'static str,
+    pub head: String,
+    pub indent: u32,
+    pub tail: String,
+}
+
+impl Wrap {
+    pub(crate) fn new(shape: Shape, head: impl Into<String>, indent: u32, tail: impl Into<String>) -> Wrap {
+        Wrap { rule: shape.rule(), head: head.into(), indent, tail: tail.into() }
+    }
+}
+
+/// The name of a stub job a completion adds (findings naming it are the wrapper's).
+pub const WRAPPER_JOB: &str = "doc2ci-wrapper";
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

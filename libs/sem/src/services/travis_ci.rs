@@ -2,6 +2,7 @@
 
 use doc2ci_yaml::Value;
 
+use super::Wrap;
 use super::{default_of, items_mut, one_item_list, trim_shell, under, Applied, Jobs, Rule, Service};
 use crate::node::{key, Node};
 use crate::Shape;
@@ -14,6 +15,7 @@ pub const SERVICE: Service = Service {
     standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
     fragment,
     lift,
+    complete,
     jobs: Jobs::None,
     empty_is_a_value: &[],
     canonicalize,
@@ -101,4 +103,12 @@ fn canon_job(job: &mut Node, a: &mut Applied) {
             }
         }
     }
+}
+
+fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
+    Some(match (shape, v.as_map()) {
+        (Shape::Section, Some(_)) => Wrap::new(shape, "language: shell\n", 0, ""),
+        (Shape::Script, None) => Wrap::new(shape, "language: shell\nscript:\n", 2, ""),
+        _ => return None,
+    })
 }
