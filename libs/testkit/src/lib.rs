@@ -14,6 +14,21 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A registry's folder as its test sees it: the stems of its `.rs` files but `mod.rs`, sorted, and
+/// the registry's list, sorted: equal when every file is registered and every entry has a file.
+pub fn registry_files(dir: &Path, listed: &[&str]) -> (Vec<String>, Vec<String>) {
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
+        .filter(|f| f != "mod")
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = listed.iter().map(|f| f.to_string()).collect();
+    listed.sort();
+    (on_disk, listed)
+}
+
 /// The predecessor study's real data, kept outside the repository: `$DOC2CI_LLM4CI_DATA`, else
 /// `../shared/data/llm4ci` beside the workspace.
 pub fn llm4ci_dir() -> PathBuf {

@@ -241,15 +241,7 @@ mod tests {
         let names: Vec<&str> = SERVICES.iter().map(|s| s.name).collect();
         assert_eq!(names, ["github-actions", "circleci", "gitlab-ci", "travis-ci"]);
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/services");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
-            .filter(|f| f != "mod")
-            .collect();
-        on_disk.sort();
-        let mut listed: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
-        listed.sort();
+        let (on_disk, listed) = doc2ci_testkit::registry_files(&dir, FILES);
         assert_eq!(on_disk, listed, "every file of src/services is a registered service");
         for s in SERVICES {
             // A service's file is named after it, and so is its schema.

@@ -158,15 +158,7 @@ mod tests {
         let names: Vec<&str> = METRICS.iter().map(|m| m.info.name).collect();
         assert_eq!(names, FILES);
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/metrics");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".rs").map(str::to_string))
-            .filter(|f| f != "mod")
-            .collect();
-        on_disk.sort();
-        let mut listed: Vec<String> = FILES.iter().map(|f| f.to_string()).collect();
-        listed.sort();
+        let (on_disk, listed) = doc2ci_testkit::registry_files(&dir, FILES);
         assert_eq!(on_disk, listed, "every file of src/metrics is a registered metric");
         let mut unique = names.clone();
         unique.sort_unstable();
