@@ -276,30 +276,68 @@ fn group_of(m: Option<&ModelRow>) -> (u8, String) {
 
 /// Every table of the report, in order.
 pub fn tables(inp: &Input) -> Vec<Table> {
-    let means = Means::new(inp.stats);
-    let meta: BTreeMap<&str, &ModelRow> = inp.models.iter().map(|m| (m.model.as_str(), m)).collect();
-    let models: BTreeSet<&str> = inp
-        .stats
-        .iter()
-        .filter(|r| {
-            r.test == "mean"
-                && r.service == "all"
-                && r.metric == "cosine"
-                && !r.group_a.contains(':')
-                && r.group_a != "all models"
-                && r.group_a != "proprietary"
-        })
-        .map(|r| r.group_a.as_str())
-        .collect();
-    let mut out = Vec::new();
+    let cx = Cx::new(inp);
+    let mut out = vec![
+        table1(inp, &cx),
+        table2(inp, &cx),
+        equivalence(inp, &cx),
+        per_service_models(inp, &cx),
+        rq1_tests(inp, &cx),
+        rq2_scale(inp),
+        rq2_tiers(&cx),
+        rq3_services(inp),
+    ];
+    out.extend(repair::tables(inp));
+    out.push(rq6_means(inp));
+    out.push(validity_contrasts(inp, &cx));
+    let names: Vec<&str> = cx.models.iter().copied().collect();
+    out.extend(lint::tables(inp, &cx.means, &names));
+    out.push(fragments(inp, &cx));
+    out.push(pass_at_k(inp));
+    out.push(contamination_table(inp));
+    out.extend(clean::tables(inp));
+    out.push(tests_run(inp));
+    out
+}
 
-    // Table I
+/// What the tables share: the stats' means by (service, metric, group), each model's row, and
+/// the models of the study (those with an overall mean cosine).
+struct Cx<'a> {
+    means: Means<'a>,
+    meta: BTreeMap<&'a str, &'a ModelRow>,
+    models: BTreeSet<&'a str>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(inp: &Input<'a>) -> Cx<'a> {
+        let means = Means::new(inp.stats);
+        let meta: BTreeMap<&str, &ModelRow> = inp.models.iter().map(|m| (m.model.as_str(), m)).collect();
+        let models: BTreeSet<&str> = inp
+            .stats
+            .iter()
+            .filter(|r| {
+                r.test == "mean"
+                    && r.service == "all"
+                    && r.metric == "cosine"
+                    && !r.group_a.contains(':')
+                    && r.group_a != "all models"
+                    && r.group_a != "proprietary"
+            })
+            .map(|r| r.group_a.as_str())
+            .collect();
+        Cx { means, meta, models }
+    }
+}
+
+/// Table I: per-model quality across services by size tier, the best of each tier in bold.
+fn table1(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new("table1", "Table I. Per-model quality across services, grouped by size tier and ranked by mean cosine (95% bootstrap CI). Bold: best within tier.", &["Model", "Type", "Size (B)", "Cosine", "Exact%", "SemExact%", "Contains%", "Parse%", "Schema%", "Fragment%", "n"]);
-    let mut ordered: Vec<(u8, String, f64, &str)> = models
+    let mut ordered: Vec<(u8, String, f64, &str)> = cx
+        .models
         .iter()
         .map(|m| {
-            let (g, label) = group_of(meta.get(m).copied());
-            (g, label, means.mean("all", "cosine", m).unwrap_or(f64::NAN), *m)
+            let (g, label) = group_of(cx.meta.get(m).copied());
+            (g, label, cx.means.mean("all", "cosine", m).unwrap_or(f64::NAN), *m)
         })
         .collect();
     ordered.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.3.cmp(b.3)));
@@ -314,19 +352,19 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         if i == 0 || ordered[i - 1].0 != *g {
             t.groups.insert(i, label.clone());
         }
-        let mr = meta.get(m).copied();
+        let mr = cx.meta.get(m).copied();
         t.rows.push(vec![
             m.to_string(),
             model_type(mr).into(),
             mr.and_then(|m| m.size_b).map_or("–".into(), |s| format!("{s}")),
-            means.with_ci("all", "cosine", m, false),
-            pct(means.mean("all", "exact", m)),
-            pct(means.mean("all", "sem_exact", m)),
-            pct(means.mean("all", "sem_contains", m)),
-            pct(means.mean("all", "parse_ok", m)),
-            pct(means.mean("all", "schema_ok", m)),
-            pct(means.mean("all", "fragment", m)),
-            means.get("all", "cosine", m).map_or("–".into(), |r| r.n.to_string()),
+            cx.means.with_ci("all", "cosine", m, false),
+            pct(cx.means.mean("all", "exact", m)),
+            pct(cx.means.mean("all", "sem_exact", m)),
+            pct(cx.means.mean("all", "sem_contains", m)),
+            pct(cx.means.mean("all", "parse_ok", m)),
+            pct(cx.means.mean("all", "schema_ok", m)),
+            pct(cx.means.mean("all", "fragment", m)),
+            cx.means.get("all", "cosine", m).map_or("–".into(), |r| r.n.to_string()),
         ]);
         if with_errors {
             t.rows.last_mut().expect("just pushed").push(zero_shot_errors(m).to_string());
@@ -346,7 +384,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
                 (8, "schema_ok", false),
                 (9, "fragment", true),
             ] {
-                let best = (gstart..i).filter_map(|r| means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(
+                let best = (gstart..i).filter_map(|r| cx.means.mean("all", metric, ordered[r].3).map(|v| (r, v))).fold(
                     None::<(usize, f64)>,
                     |acc, (r, v)| match acc {
                         Some((_, bv)) if (if low { v >= bv } else { v <= bv }) => acc,
@@ -360,72 +398,81 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             gstart = i;
         }
     }
-    out.push(t);
+    t
+}
 
-    // Table II
+/// Table II: per service over all models.
+fn table2(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new("table2", "Table II. By service: mean cosine (95% bootstrap CI), parse, schema validity and fragment rate over all models.", &["Service", "Cosine", "Parse%", "Schema%", "Fragment%", "n"]);
     for (svc, disp) in inp.services.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("all", "Overall")]) {
-        if means.get(svc, "cosine", "all models").is_none() && means.get(svc, "schema_ok", "all models").is_none() {
+        if cx.means.get(svc, "cosine", "all models").is_none() && cx.means.get(svc, "schema_ok", "all models").is_none()
+        {
             continue;
         }
         t.rows.push(vec![
             disp.into(),
-            means.with_ci(svc, "cosine", "all models", false),
-            pct(means.mean(svc, "parse_ok", "all models")),
-            means.with_ci(svc, "schema_ok", "all models", true),
-            pct(means.mean(svc, "fragment", "all models")),
-            means
+            cx.means.with_ci(svc, "cosine", "all models", false),
+            pct(cx.means.mean(svc, "parse_ok", "all models")),
+            cx.means.with_ci(svc, "schema_ok", "all models", true),
+            pct(cx.means.mean(svc, "fragment", "all models")),
+            cx.means
                 .get(svc, "cosine", "all models")
-                .or(means.get(svc, "schema_ok", "all models"))
+                .or(cx.means.get(svc, "schema_ok", "all models"))
                 .map_or("–".into(), |r| r.n.to_string()),
         ]);
     }
-    out.push(t);
+    t
+}
 
-    // How often each notion of "the same configuration" holds, per service over all models: the
-    // gap between exact and sem_contains is what spelling and completeness hide from exact match.
+/// How often each notion of "the same configuration" holds, per service over all models: the
+/// gap between exact and sem_contains is what spelling and completeness hide from exact match.
+fn equivalence(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new(
         "equivalence",
         "Same configuration? Share of answers equal to the reference as stripped lines (Exact), as YAML trees (TreeExact), in the service's canonical form (SemExact), and holding the reference's whole configuration (Contains), with mean sem_recall.",
         &["Service", "Exact%", "TreeExact%", "SemExact%", "Contains%", "SemRecall", "n"],
     );
     for (svc, disp) in inp.services.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain([("all", "Overall")]) {
-        let Some(r) = means.get(svc, "sem_contains", "all models") else { continue };
+        let Some(r) = cx.means.get(svc, "sem_contains", "all models") else { continue };
         t.rows.push(vec![
             disp.into(),
-            pct(means.mean(svc, "exact", "all models")),
-            pct(means.mean(svc, "tree_exact", "all models")),
-            pct(means.mean(svc, "sem_exact", "all models")),
-            pct(means.mean(svc, "sem_contains", "all models")),
-            f3(means.mean(svc, "sem_recall", "all models")),
+            pct(cx.means.mean(svc, "exact", "all models")),
+            pct(cx.means.mean(svc, "tree_exact", "all models")),
+            pct(cx.means.mean(svc, "sem_exact", "all models")),
+            pct(cx.means.mean(svc, "sem_contains", "all models")),
+            f3(cx.means.mean(svc, "sem_recall", "all models")),
             r.n.to_string(),
         ]);
     }
-    out.push(t);
+    t
+}
 
-    // Per-service × model (the within-service view behind Table II).
+/// Per service × model: the within-service view behind Table II.
+fn per_service_models(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new(
         "per_service_models",
         "Per service and model: mean cosine, schema validity and fragment rate.",
         &["Service", "Model", "Cosine", "Schema%", "Fragment%", "n"],
     );
     for svc in inp.services.keys() {
-        for m in &models {
-            if let Some(r) = means.get(svc, "cosine", m).or(means.get(svc, "schema_ok", m)) {
+        for m in &cx.models {
+            if let Some(r) = cx.means.get(svc, "cosine", m).or(cx.means.get(svc, "schema_ok", m)) {
                 t.rows.push(vec![
                     inp.services[svc].clone(),
                     m.to_string(),
-                    f3(means.mean(svc, "cosine", m)),
-                    pct(means.mean(svc, "schema_ok", m)),
-                    pct(means.mean(svc, "fragment", m)),
+                    f3(cx.means.mean(svc, "cosine", m)),
+                    pct(cx.means.mean(svc, "schema_ok", m)),
+                    pct(cx.means.mean(svc, "fragment", m)),
                     r.n.to_string(),
                 ]);
             }
         }
     }
-    out.push(t);
+    t
+}
 
-    // RQ1 tests.
+/// RQ1's tests: models within each service, pairwise over all services, metric agreement.
+fn rq1_tests(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new("rq1_tests", "RQ1. Models differ within each service (Friedman, blocks = pairs) and pairwise over all services (Wilcoxon signed-rank, Holm-adjusted, rank-biserial r) on cosine.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     for r in inp.stats.iter().filter(|r| r.test == "friedman" && r.service != "all") {
         t.rows.push(test_cells(r, inp));
@@ -434,17 +481,19 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         r.test == "wilcoxon"
             && r.service == "all"
             && r.metric == "cosine"
-            && models.contains(r.group_a.as_str())
-            && models.contains(r.group_b.as_str())
+            && cx.models.contains(r.group_a.as_str())
+            && cx.models.contains(r.group_b.as_str())
     }) {
         t.rows.push(test_cells(r, inp));
     }
     for r in inp.stats.iter().filter(|r| r.test == "spearman" && r.group_a == "cosine") {
         t.rows.push(test_cells(r, inp));
     }
-    out.push(t);
+    t
+}
 
-    // RQ2.
+/// RQ2: scale and specialization tests (open models).
+fn rq2_scale(inp: &Input) -> Table {
     let mut t = Table::new("rq2_scale", "RQ2. Scale and specialization (open models): Spearman ρ of size vs per-model mean; Mann–Whitney U with Cliff's δ between tiers and general vs code.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     for r in inp.stats.iter().filter(|r| {
         (r.test == "spearman" && r.group_a == "size_b")
@@ -452,26 +501,32 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     }) {
         t.rows.push(test_cells(r, inp));
     }
-    out.push(t);
+    t
+}
+
+/// RQ2: tier means by type (open models).
+fn rq2_tiers(cx: &Cx) -> Table {
     let mut t =
         Table::new("rq2_tiers", "RQ2. Tier means by type (open models).", &["Tier", "Type", "Cosine", "Schema%", "n"]);
     for tier in Tier::ALL {
         for ty in ["general", "code"] {
             let g = format!("tier:{}:{ty}", tier.name());
-            if let Some(r) = means.get("all", "cosine", &g).or(means.get("all", "schema_ok", &g)) {
+            if let Some(r) = cx.means.get("all", "cosine", &g).or(cx.means.get("all", "schema_ok", &g)) {
                 t.rows.push(vec![
                     tier.label().into(),
                     ty.into(),
-                    f3(means.mean("all", "cosine", &g)),
-                    pct(means.mean("all", "schema_ok", &g)),
+                    f3(cx.means.mean("all", "cosine", &g)),
+                    pct(cx.means.mean("all", "schema_ok", &g)),
                     r.n.to_string(),
                 ]);
             }
         }
     }
-    out.push(t);
+    t
+}
 
-    // RQ3.
+/// RQ3: the service effect.
+fn rq3_services(inp: &Input) -> Table {
     let mut t = Table::new("rq3_services", "RQ3. Service effect: Friedman over services on per-model means (blocks = models), Holm-adjusted Wilcoxon between services on per-model means, and Cliff's δ on per-configuration scores.", &["Test", "Service", "Metric", "A", "B", "n", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     let svc_names: BTreeSet<&str> = inp.services.keys().map(|s| s.as_str()).collect();
     for r in inp.stats.iter().filter(|r| {
@@ -482,11 +537,11 @@ pub fn tables(inp: &Input) -> Vec<Table> {
     }) {
         t.rows.push(test_cells(r, inp));
     }
-    out.push(t);
+    t
+}
 
-    // RQ6.
-    out.extend(repair::tables(inp));
-    // Repaired means, when there are repair rounds.
+/// RQ6: zero-shot against the final repair round, per model, when there are repair rounds.
+fn rq6_means(inp: &Input) -> Table {
     let mut t = Table::new(
         "rq6_means",
         "RQ6. Zero-shot vs final repair round: mean cosine and schema validity per model.",
@@ -504,27 +559,28 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             ]);
         }
     }
-    out.push(t);
+    t
+}
 
-    // McNemar between models (per service) with the largest counts of discordance.
+/// McNemar between models within each service, on every binary outcome.
+fn validity_contrasts(inp: &Input, cx: &Cx) -> Table {
     let mut t = Table::new("validity_contrasts", "Paired schema and lint validity between models within each service (McNemar; b = first valid only, c = second valid only; Holm per service).", &["Test", "Service", "Metric", "A", "B", "n", "b", "c", "Statistic", "p", "p (Holm)", "Effect", "Method"]);
     for r in inp.stats.iter().filter(|r| {
         r.test == "mcnemar"
             && !r.group_b.ends_with(" repaired")
             && !is_fine_tune(r)
-            && models.contains(r.group_b.as_str())
+            && cx.models.contains(r.group_b.as_str())
     }) {
         let mut c = test_cells(r, inp);
         c.insert(6, r.b.map_or("–".into(), |v| v.to_string()));
         c.insert(7, r.c.map_or("–".into(), |v| v.to_string()));
         t.rows.push(c);
     }
-    out.push(t);
+    t
+}
 
-    let names: Vec<&str> = models.iter().copied().collect();
-    out.extend(lint::tables(inp, &means, &names));
-
-    // Fragment rates.
+/// Fragment rates per model and service.
+fn fragments(inp: &Input, cx: &Cx) -> Table {
     let mut header = vec!["Model".to_string()];
     header.extend(inp.services.values().cloned());
     header.push("All".into());
@@ -534,17 +590,19 @@ pub fn tables(inp: &Input) -> Vec<Table> {
         &[],
     );
     t.header = header;
-    for m in &models {
+    for m in &cx.models {
         let mut row = vec![m.to_string()];
         for svc in inp.services.keys() {
-            row.push(pct(means.mean(svc, "fragment", m)));
+            row.push(pct(cx.means.mean(svc, "fragment", m)));
         }
-        row.push(pct(means.mean("all", "fragment", m)));
+        row.push(pct(cx.means.mean("all", "fragment", m)));
         t.rows.push(row);
     }
-    out.push(t);
+    t
+}
 
-    // pass@k
+/// pass@k where models have several samples.
+fn pass_at_k(inp: &Input) -> Table {
     let mut t = Table::new(
         "pass_at_k",
         "pass@k of schema validity (unbiased estimator) where models have several samples.",
@@ -559,11 +617,11 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             r.n.to_string(),
         ]);
     }
-    out.push(t);
+    t
+}
 
-    out.push(contamination_table(inp));
-    out.extend(clean::tables(inp));
-    // Which tests ran on what n.
+/// Which tests ran, on what n, with which p-value method.
+fn tests_run(inp: &Input) -> Table {
     let mut t = Table::new(
         "tests_run",
         "Tests run: how many rows of each test the stats table holds, on what n, with which p-value method.",
@@ -588,8 +646,7 @@ pub fn tables(inp: &Input) -> Vec<Table> {
             ms.into_iter().collect::<Vec<_>>().join("; "),
         ]);
     }
-    out.push(t);
-    out
+    t
 }
 
 /// The contamination screen per model and service (issue 45): the high-risk rate on references
