@@ -225,57 +225,123 @@ pub fn tier_of(m: &ModelRow) -> Option<Tier> {
 /// missing that way is left out of every paired test of its model, and each such test says how
 /// many pairs it left out.
 pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -> Vec<StatRow> {
+    let s = Study::new(units, models, p);
     let mut out = Vec::new();
-    let fine_tuned: Vec<(&str, &str)> =
-        models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect();
-    let zs: Vec<&Unit> = units.iter().filter(|u| u.round == 0 && u.sample == 0).collect();
-    let services: BTreeSet<&str> = zs.iter().map(|u| u.service.as_str()).collect();
-    let model_names: BTreeSet<&str> = zs.iter().map(|u| u.model.as_str()).collect();
-    let meta: HashMap<&str, &ModelRow> = models.iter().map(|m| (m.model.as_str(), m)).collect();
-    let metrics: Vec<&'static str> =
-        tested_metrics(&p.metrics).into_iter().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
-    let similarity = similarity_metrics(&p.metrics);
-    let sims: Vec<&'static str> = metrics.iter().copied().filter(|m| similarity.contains(m)).collect();
+    s.means(&mut out);
+    s.friedman_over_models(&mut out);
+    s.wilcoxon_between_models(&mut out);
+    s.mcnemar_between_models(&mut out);
+    s.between_services(&mut out);
+    s.size_and_specialization(&mut out);
+    s.metric_agreement(&mut out);
+    // RQ6: repair (every round vs zero-shot, passItr@k) and fine-tuning (vs base), paired.
+    out.extend(crate::repair::rows(units, errors, &s.services, &s.sims, &s.outcomes));
+    s.fine_tuning(&mut out);
+    pass_at_k_rows(units, &mut out);
+    out
+}
 
-    // (service, model) → pair → unit values
-    let mut cell: BTreeMap<(&str, &str), BTreeMap<&str, &BTreeMap<&'static str, f64>>> = BTreeMap::new();
-    for u in &zs {
-        cell.entry((u.service.as_str(), u.model.as_str())).or_default().insert(u.pair_id.as_str(), &u.values);
+/// What every test of [`run`] reads: the zero-shot units, grouped.
+struct Study<'a> {
+    /// Zero-shot units (round 0, sample 0).
+    zs: Vec<&'a Unit>,
+    services: BTreeSet<&'a str>,
+    model_names: BTreeSet<&'a str>,
+    meta: HashMap<&'a str, &'a ModelRow>,
+    /// The tested metrics the units hold, in report order; `sims` the similarities of them and
+    /// `outcomes` the binary ones.
+    metrics: Vec<&'static str>,
+    sims: Vec<&'static str>,
+    outcomes: Vec<&'static str>,
+    /// (service, model) → pair → unit values.
+    cell: Cell<'a>,
+    fine_tuned: Vec<(&'a str, &'a str)>,
+    p: &'a Params,
+}
+
+impl<'a> Study<'a> {
+    fn new(units: &'a [Unit], models: &'a [ModelRow], p: &'a Params) -> Study<'a> {
+        let zs: Vec<&Unit> = units.iter().filter(|u| u.round == 0 && u.sample == 0).collect();
+        let metrics: Vec<&'static str> =
+            tested_metrics(&p.metrics).into_iter().filter(|m| zs.iter().any(|u| u.values.contains_key(m))).collect();
+        let similarity = similarity_metrics(&p.metrics);
+        let binaries = binary_outcomes(&p.metrics);
+        let mut cell: Cell = BTreeMap::new();
+        for u in &zs {
+            cell.entry((u.service.as_str(), u.model.as_str())).or_default().insert(u.pair_id.as_str(), &u.values);
+        }
+        Study {
+            services: zs.iter().map(|u| u.service.as_str()).collect(),
+            model_names: zs.iter().map(|u| u.model.as_str()).collect(),
+            meta: models.iter().map(|m| (m.model.as_str(), m)).collect(),
+            sims: metrics.iter().copied().filter(|m| similarity.contains(m)).collect(),
+            outcomes: metrics.iter().copied().filter(|m| binaries.contains(m)).collect(),
+            metrics,
+            cell,
+            fine_tuned: models.iter().filter_map(|m| Some((m.model.as_str(), m.base_model.as_deref()?))).collect(),
+            zs,
+            p,
+        }
     }
-    let vals = |svc: Option<&str>, model: &str, metric: &str| -> Vec<f64> {
-        zs.iter()
+
+    /// A model's values of `metric` in one service (or all).
+    fn vals(&self, svc: Option<&str>, model: &str, metric: &str) -> Vec<f64> {
+        self.zs
+            .iter()
             .filter(|u| u.model == model && svc.is_none_or(|s| u.service == s))
             .filter_map(|u| u.values.get(metric).copied())
             .collect()
-    };
+    }
 
-    // ---- means with bootstrap CIs: per (service|all, model), and per service over all models ----
-    let mut seed = p.seed;
-    for metric in &metrics {
-        let with_ci = p.ci_metrics.iter().any(|m| m == metric);
-        for svc in services.iter().map(|s| Some(*s)).chain([None]) {
-            let svc_name = svc.unwrap_or("all");
-            for m in &model_names {
-                let v = vals(svc, m, metric);
-                if v.is_empty() {
-                    continue;
+    /// Every service, then `None` for all of them.
+    fn scopes(&self) -> impl Iterator<Item = Option<&'a str>> + '_ {
+        self.services.iter().map(|s| Some(*s)).chain([None])
+    }
+
+    /// The models with answers in `svc`.
+    fn models_in(&self, svc: &str) -> Vec<&'a str> {
+        self.model_names.iter().copied().filter(|m| self.cell.contains_key(&(svc, *m))).collect()
+    }
+
+    /// Means with bootstrap CIs: per (service|all, model), per service over all models, and over
+    /// all services by tier and type.
+    fn means(&self, out: &mut Vec<StatRow>) {
+        let p = self.p;
+        let mut seed = p.seed;
+        for metric in &self.metrics {
+            let with_ci = p.ci_metrics.iter().any(|m| m == metric);
+            for svc in self.scopes() {
+                let svc_name = svc.unwrap_or("all");
+                for m in &self.model_names {
+                    let v = self.vals(svc, m, metric);
+                    if v.is_empty() {
+                        continue;
+                    }
+                    out.push(mean_row(svc_name, metric, m, &v, with_ci, &mut seed, p));
                 }
-                out.push(mean_row(svc_name, metric, m, &v, with_ci, &mut seed, p));
+                let all: Vec<f64> = self
+                    .zs
+                    .iter()
+                    .filter(|u| svc.is_none_or(|s| u.service == s))
+                    .filter_map(|u| u.values.get(metric).copied())
+                    .collect();
+                if !all.is_empty() {
+                    out.push(mean_row(svc_name, metric, "all models", &all, with_ci, &mut seed, p));
+                }
             }
-            let all: Vec<f64> = zs
-                .iter()
-                .filter(|u| svc.is_none_or(|s| u.service == s))
-                .filter_map(|u| u.values.get(metric).copied())
-                .collect();
-            if !all.is_empty() {
-                out.push(mean_row(svc_name, metric, "all models", &all, with_ci, &mut seed, p));
+            for (g, v) in &self.groups(metric) {
+                out.push(mean_row("all", metric, g, v, with_ci, &mut seed, p));
             }
         }
-        // By tier and by type (open models only), all services.
+    }
+
+    /// The values of `metric` by tier and by type (open models only) and of proprietary models,
+    /// all services.
+    fn groups(&self, metric: &str) -> BTreeMap<String, Vec<f64>> {
         let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for m in &model_names {
-            let Some(mr) = meta.get(m) else { continue };
-            let v = vals(None, m, metric);
+        for m in &self.model_names {
+            let Some(mr) = self.meta.get(m) else { continue };
+            let v = self.vals(None, m, metric);
             if !open(mr) {
                 groups.entry("proprietary".into()).or_default().extend(&v);
                 continue;
@@ -293,217 +359,254 @@ pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -
                 groups.entry(if code { "type:code" } else { "type:general" }.into()).or_default().extend(&v);
             }
         }
-        for (g, v) in &groups {
-            out.push(mean_row("all", metric, g, v, with_ci, &mut seed, p));
-        }
+        groups
     }
 
-    // ---- Friedman over models within each service (blocks = pairs every model answered) ----
-    for svc in &services {
-        let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
-        if ms.len() < 3 {
-            continue;
-        }
-        let common: Vec<&str> = cell[&(*svc, ms[0])]
-            .keys()
-            .copied()
-            .filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid)))
-            .collect();
-        let answered: BTreeSet<&str> = ms.iter().flat_map(|m| cell[&(*svc, *m)].keys().copied()).collect();
-        let left_out = answered.len() - common.len();
-        for metric in &sims {
-            let blocks: Vec<Vec<f64>> = common
-                .iter()
-                .filter_map(|pid| {
-                    ms.iter().map(|m| cell[&(*svc, *m)][pid].get(metric).copied()).collect::<Option<Vec<f64>>>()
-                })
-                .collect();
-            if blocks.is_empty() {
+    /// Friedman over models within each service (blocks = pairs every model answered).
+    fn friedman_over_models(&self, out: &mut Vec<StatRow>) {
+        let cell = &self.cell;
+        for svc in &self.services {
+            let ms = self.models_in(svc);
+            if ms.len() < 3 {
                 continue;
             }
-            if let Some(t) = friedman(&blocks) {
-                let mut r = row("friedman", svc, metric, &format!("{} models", ms.len()), "", blocks.len());
-                r.statistic = fin(t.statistic);
-                r.p = fin(t.p);
-                r.p_holm = r.p;
-                let (n, k) = (blocks.len() as f64, ms.len() as f64);
-                r.effect = fin(t.statistic / (n * (k - 1.0)));
-                r.effect_name = "kendall_w".into();
-                r.method = left_out_note(t.method, left_out, "not answered by every model");
+            let common: Vec<&str> = cell[&(*svc, ms[0])]
+                .keys()
+                .copied()
+                .filter(|pid| ms.iter().all(|m| cell[&(*svc, *m)].contains_key(pid)))
+                .collect();
+            let answered: BTreeSet<&str> = ms.iter().flat_map(|m| cell[&(*svc, *m)].keys().copied()).collect();
+            let left_out = answered.len() - common.len();
+            for metric in &self.sims {
+                let blocks: Vec<Vec<f64>> = common
+                    .iter()
+                    .filter_map(|pid| {
+                        ms.iter().map(|m| cell[&(*svc, *m)][pid].get(metric).copied()).collect::<Option<Vec<f64>>>()
+                    })
+                    .collect();
+                if blocks.is_empty() {
+                    continue;
+                }
+                if let Some(t) = friedman(&blocks) {
+                    let mut r = row("friedman", svc, metric, &format!("{} models", ms.len()), "", blocks.len());
+                    r.statistic = fin(t.statistic);
+                    r.p = fin(t.p);
+                    r.p_holm = r.p;
+                    let (n, k) = (blocks.len() as f64, ms.len() as f64);
+                    r.effect = fin(t.statistic / (n * (k - 1.0)));
+                    r.effect_name = "kendall_w".into();
+                    r.method = left_out_note(t.method, left_out, "not answered by every model");
+                    out.push(r);
+                }
+            }
+        }
+    }
+
+    /// Pairwise Wilcoxon between models, per service and over all services; Holm per family.
+    fn wilcoxon_between_models(&self, out: &mut Vec<StatRow>) {
+        let (cell, services) = (&self.cell, &self.services);
+        let ms: Vec<&str> = self.model_names.iter().copied().collect();
+        for svc in self.scopes() {
+            let svc_name = svc.unwrap_or("all");
+            for metric in &self.sims {
+                let mut fam = Vec::new();
+                for i in 0..ms.len() {
+                    for j in i + 1..ms.len() {
+                        let (x, y) = paired(cell, svc, ms[i], ms[j], metric, services);
+                        if x.is_empty() {
+                            continue;
+                        }
+                        let Some(w) = wilcoxon(&x, &y) else { continue };
+                        let mut r = wilcoxon_row(svc_name, metric, ms[i], ms[j], &w, x.len(), "");
+                        r.method = left_out_note(&r.method, one_sided(cell, svc, ms[i], ms[j], services), ONE_SIDED);
+                        fam.push(r);
+                    }
+                }
+                push_holm(out, fam);
+            }
+        }
+    }
+
+    /// McNemar on every binary outcome between models, per service; Holm per (service, outcome).
+    fn mcnemar_between_models(&self, out: &mut Vec<StatRow>) {
+        let (cell, services) = (&self.cell, &self.services);
+        for indicator in binary_outcomes(&self.p.metrics).into_iter().filter(|m| self.metrics.contains(m)) {
+            for svc in services {
+                let ms = self.models_in(svc);
+                let mut fam = Vec::new();
+                for i in 0..ms.len() {
+                    for j in i + 1..ms.len() {
+                        let (x, y) = paired(cell, Some(svc), ms[i], ms[j], indicator, services);
+                        if x.is_empty() {
+                            continue;
+                        }
+                        let mut r = mcnemar_row(svc, indicator, ms[i], ms[j], &x, &y);
+                        let left_out = one_sided(cell, Some(svc), ms[i], ms[j], services);
+                        r.method = left_out_note(&r.method, left_out, ONE_SIDED);
+                        fam.push(r);
+                    }
+                }
+                push_holm(out, fam);
+            }
+        }
+    }
+
+    /// Services: Friedman on per-model means (blocks = models), Wilcoxon pairs on those means, and
+    /// Mann-Whitney with Cliff's δ on the units.
+    fn between_services(&self, out: &mut Vec<StatRow>) {
+        let svcs: Vec<&str> = self.services.iter().copied().collect();
+        for metric in &self.metrics {
+            let full: Vec<&str> = self
+                .model_names
+                .iter()
+                .copied()
+                .filter(|m| svcs.iter().all(|s| self.cell.contains_key(&(*s, *m))))
+                .collect();
+            let means: Vec<Vec<f64>> =
+                full.iter().map(|m| svcs.iter().map(|s| mean(&self.vals(Some(s), m, metric))).collect()).collect();
+            if svcs.len() >= 3 && !full.is_empty() && means.iter().flatten().all(|v| v.is_finite()) {
+                if let Some(t) = friedman(&means) {
+                    let mut r = row(
+                        "friedman",
+                        "all",
+                        metric,
+                        &format!("{} services", svcs.len()),
+                        "per-model means",
+                        full.len(),
+                    );
+                    r.statistic = fin(t.statistic);
+                    r.p = fin(t.p);
+                    r.p_holm = r.p;
+                    r.effect = fin(t.statistic / (full.len() as f64 * (svcs.len() as f64 - 1.0)));
+                    r.effect_name = "kendall_w".into();
+                    r.method = t.method.into();
+                    out.push(r);
+                }
+            }
+            let of = |svc: &str| -> Vec<f64> {
+                self.zs.iter().filter(|u| u.service == svc).filter_map(|u| u.values.get(metric).copied()).collect()
+            };
+            let mut fam_w = Vec::new();
+            let mut fam_u = Vec::new();
+            for i in 0..svcs.len() {
+                for j in i + 1..svcs.len() {
+                    if full.len() >= 2 {
+                        let x: Vec<f64> = means.iter().map(|m| m[i]).collect();
+                        let y: Vec<f64> = means.iter().map(|m| m[j]).collect();
+                        if let Some(w) = wilcoxon(&x, &y) {
+                            fam_w.push(wilcoxon_row(
+                                "all",
+                                metric,
+                                svcs[i],
+                                svcs[j],
+                                &w,
+                                full.len(),
+                                " (per-model means)",
+                            ));
+                        }
+                    }
+                    if let Some(r) = mwu_row("all", metric, svcs[i], svcs[j], &of(svcs[i]), &of(svcs[j])) {
+                        fam_u.push(r);
+                    }
+                }
+            }
+            push_holm(out, fam_w);
+            push_holm(out, fam_u);
+        }
+    }
+
+    /// RQ2: size (Spearman on per-model means) and specialization (general against code, and
+    /// tiers pairwise), open models only.
+    fn size_and_specialization(&self, out: &mut Vec<StatRow>) {
+        let open_models: Vec<&str> =
+            self.model_names.iter().copied().filter(|m| self.meta.get(m).is_some_and(|mr| open(mr))).collect();
+        for metric in &self.metrics {
+            let mut by_tier: BTreeMap<Tier, Vec<f64>> = BTreeMap::new();
+            let (mut gen, mut code) = (Vec::new(), Vec::new());
+            let (mut sizes, mut means) = (Vec::new(), Vec::new());
+            for m in &open_models {
+                let mr = self.meta[m];
+                let v = self.vals(None, m, metric);
+                if let Some(t) = tier_of(mr) {
+                    by_tier.entry(t).or_default().extend(&v);
+                }
+                match mr.code {
+                    Some(true) => code.extend(&v),
+                    Some(false) => gen.extend(&v),
+                    None => {}
+                }
+                if let (Some(s), false) = (mr.size_b, v.is_empty()) {
+                    sizes.push(s);
+                    means.push(mean(&v));
+                }
+            }
+            if let Some(t) = spearman(&sizes, &means) {
+                out.push(spearman_row(metric, "size_b", "per-model mean", &t, sizes.len()));
+            }
+            if let Some(r) = mwu_row("all", metric, "general", "code", &gen, &code) {
                 out.push(r);
             }
-        }
-    }
-
-    // ---- pairwise Wilcoxon between models, per service and over all services; Holm per family ----
-    for svc in services.iter().map(|s| Some(*s)).chain([None]) {
-        let svc_name = svc.unwrap_or("all");
-        for metric in &sims {
+            let tiers: Vec<Tier> = by_tier.keys().copied().collect();
             let mut fam = Vec::new();
-            let ms: Vec<&str> = model_names.iter().copied().collect();
-            for i in 0..ms.len() {
-                for j in i + 1..ms.len() {
-                    let (x, y) = paired(&cell, svc, ms[i], ms[j], metric, &services);
-                    if x.is_empty() {
-                        continue;
+            for i in 0..tiers.len() {
+                for j in i + 1..tiers.len() {
+                    let (a, b) = (&by_tier[&tiers[i]], &by_tier[&tiers[j]]);
+                    if let Some(r) = mwu_row("all", metric, tiers[i].name(), tiers[j].name(), a, b) {
+                        fam.push(r);
                     }
-                    let Some(w) = wilcoxon(&x, &y) else { continue };
-                    let mut r = wilcoxon_row(svc_name, metric, ms[i], ms[j], &w, x.len(), "");
-                    r.method = left_out_note(&r.method, one_sided(&cell, svc, ms[i], ms[j], &services), ONE_SIDED);
-                    fam.push(r);
                 }
             }
-            push_holm(&mut out, fam);
+            push_holm(out, fam);
         }
     }
 
-    // ---- McNemar on every binary outcome between models, per service; Holm per (service, outcome) ----
-    for indicator in binary_outcomes(&p.metrics).into_iter().filter(|m| metrics.contains(m)) {
-        for svc in &services {
-            let ms: Vec<&str> = model_names.iter().copied().filter(|m| cell.contains_key(&(*svc, *m))).collect();
-            let mut fam = Vec::new();
-            for i in 0..ms.len() {
-                for j in i + 1..ms.len() {
-                    let (x, y) = paired(&cell, Some(svc), ms[i], ms[j], indicator, &services);
-                    if x.is_empty() {
-                        continue;
-                    }
-                    let mut r = mcnemar_row(svc, indicator, ms[i], ms[j], &x, &y);
-                    r.method =
-                        left_out_note(&r.method, one_sided(&cell, Some(svc), ms[i], ms[j], &services), ONE_SIDED);
-                    fam.push(r);
-                }
-            }
-            push_holm(&mut out, fam);
+    /// Metric agreement: Spearman between per-model mean cosine and each other metric (RQ1).
+    fn metric_agreement(&self, out: &mut Vec<StatRow>) {
+        if !self.metrics.contains(&"cosine") {
+            return;
         }
-    }
-
-    // ---- services: Friedman on per-model means (blocks = models), Wilcoxon pairs, Cliff's δ ----
-    let svcs: Vec<&str> = services.iter().copied().collect();
-    for metric in &metrics {
-        let full: Vec<&str> =
-            model_names.iter().copied().filter(|m| svcs.iter().all(|s| cell.contains_key(&(*s, *m)))).collect();
-        let means: Vec<Vec<f64>> =
-            full.iter().map(|m| svcs.iter().map(|s| mean(&vals(Some(s), m, metric))).collect()).collect();
-        if svcs.len() >= 3 && !full.is_empty() && means.iter().flatten().all(|v| v.is_finite()) {
-            if let Some(t) = friedman(&means) {
-                let mut r =
-                    row("friedman", "all", metric, &format!("{} services", svcs.len()), "per-model means", full.len());
-                r.statistic = fin(t.statistic);
-                r.p = fin(t.p);
-                r.p_holm = r.p;
-                r.effect = fin(t.statistic / (full.len() as f64 * (svcs.len() as f64 - 1.0)));
-                r.effect_name = "kendall_w".into();
-                r.method = t.method.into();
-                out.push(r);
-            }
-        }
-        let mut fam_w = Vec::new();
-        let mut fam_u = Vec::new();
-        for i in 0..svcs.len() {
-            for j in i + 1..svcs.len() {
-                if full.len() >= 2 {
-                    let x: Vec<f64> = means.iter().map(|m| m[i]).collect();
-                    let y: Vec<f64> = means.iter().map(|m| m[j]).collect();
-                    if let Some(w) = wilcoxon(&x, &y) {
-                        fam_w.push(wilcoxon_row("all", metric, svcs[i], svcs[j], &w, full.len(), " (per-model means)"));
-                    }
-                }
-                let x: Vec<f64> =
-                    zs.iter().filter(|u| u.service == svcs[i]).filter_map(|u| u.values.get(metric).copied()).collect();
-                let y: Vec<f64> =
-                    zs.iter().filter(|u| u.service == svcs[j]).filter_map(|u| u.values.get(metric).copied()).collect();
-                if let Some(r) = mwu_row("all", metric, svcs[i], svcs[j], &x, &y) {
-                    fam_u.push(r);
-                }
-            }
-        }
-        push_holm(&mut out, fam_w);
-        push_holm(&mut out, fam_u);
-    }
-
-    // ---- RQ2: size and specialization (open models) ----
-    let open_models: Vec<&str> =
-        model_names.iter().copied().filter(|m| meta.get(m).is_some_and(|mr| open(mr))).collect();
-    for metric in &metrics {
-        let mut by_tier: BTreeMap<Tier, Vec<f64>> = BTreeMap::new();
-        let (mut gen, mut code) = (Vec::new(), Vec::new());
-        let (mut sizes, mut means) = (Vec::new(), Vec::new());
-        for m in &open_models {
-            let mr = meta[m];
-            let v = vals(None, m, metric);
-            if let Some(t) = tier_of(mr) {
-                by_tier.entry(t).or_default().extend(&v);
-            }
-            match mr.code {
-                Some(true) => code.extend(&v),
-                Some(false) => gen.extend(&v),
-                None => {}
-            }
-            if let (Some(s), false) = (mr.size_b, v.is_empty()) {
-                sizes.push(s);
-                means.push(mean(&v));
-            }
-        }
-        if let Some(t) = spearman(&sizes, &means) {
-            out.push(spearman_row(metric, "size_b", "per-model mean", &t, sizes.len()));
-        }
-        if let Some(r) = mwu_row("all", metric, "general", "code", &gen, &code) {
-            out.push(r);
-        }
-        let tiers: Vec<Tier> = by_tier.keys().copied().collect();
-        let mut fam = Vec::new();
-        for i in 0..tiers.len() {
-            for j in i + 1..tiers.len() {
-                if let Some(r) =
-                    mwu_row("all", metric, tiers[i].name(), tiers[j].name(), &by_tier[&tiers[i]], &by_tier[&tiers[j]])
-                {
-                    fam.push(r);
-                }
-            }
-        }
-        push_holm(&mut out, fam);
-    }
-    // Metric agreement: Spearman between per-model mean cosine and each other metric (RQ1).
-    if metrics.contains(&"cosine") {
-        let cos: Vec<f64> = model_names.iter().map(|m| mean(&vals(None, m, "cosine"))).collect();
-        for metric in sims.iter().filter(|m| **m != "cosine") {
-            let other: Vec<f64> = model_names.iter().map(|m| mean(&vals(None, m, metric))).collect();
+        let cos: Vec<f64> = self.model_names.iter().map(|m| mean(&self.vals(None, m, "cosine"))).collect();
+        for metric in self.sims.iter().filter(|m| **m != "cosine") {
+            let other: Vec<f64> = self.model_names.iter().map(|m| mean(&self.vals(None, m, metric))).collect();
             if let Some(t) = spearman(&cos, &other) {
                 out.push(spearman_row(metric, "cosine", "per-model means", &t, cos.len()));
             }
         }
     }
 
-    // ---- RQ6: repair (every round vs zero-shot, passItr@k) and fine-tuning (vs base), paired ----
-    let binaries = binary_outcomes(&p.metrics);
-    let outcomes: Vec<&'static str> = metrics.iter().copied().filter(|m| binaries.contains(m)).collect();
-    out.extend(crate::repair::rows(units, errors, &services, &sims, &outcomes));
-    for svc in services.iter().map(|s| Some(*s)).chain([None]) {
-        let svc_name = svc.unwrap_or("all");
-        for &(ft, base) in &fine_tuned {
-            for metric in sims.iter().chain(&outcomes).copied() {
-                let (x, y) = paired(&cell, svc, base, ft, metric, &services);
-                if x.is_empty() {
-                    continue;
-                }
-                let left_out = one_sided(&cell, svc, base, ft, &services);
-                if outcomes.contains(&metric) {
-                    let mut r = mcnemar_row(svc_name, metric, base, ft, &x, &y);
-                    r.p_holm = r.p;
-                    r.method = left_out_note(&format!("{}; {FINE_TUNE_TAG}", r.method), left_out, ONE_SIDED);
-                    out.push(r);
-                } else if let Some(w) = wilcoxon(&x, &y) {
-                    let mut r = wilcoxon_row(svc_name, metric, base, ft, &w, x.len(), &format!("; {FINE_TUNE_TAG}"));
-                    r.p_holm = r.p;
-                    r.method = left_out_note(&r.method, left_out, ONE_SIDED);
-                    out.push(r);
+    /// RQ6's fine-tuning: each fine-tuned model against its base, paired, on every similarity
+    /// (Wilcoxon) and binary outcome (McNemar).
+    fn fine_tuning(&self, out: &mut Vec<StatRow>) {
+        let (cell, services) = (&self.cell, &self.services);
+        for svc in self.scopes() {
+            let svc_name = svc.unwrap_or("all");
+            for &(ft, base) in &self.fine_tuned {
+                for metric in self.sims.iter().chain(&self.outcomes).copied() {
+                    let (x, y) = paired(cell, svc, base, ft, metric, services);
+                    if x.is_empty() {
+                        continue;
+                    }
+                    let left_out = one_sided(cell, svc, base, ft, services);
+                    if self.outcomes.contains(&metric) {
+                        let mut r = mcnemar_row(svc_name, metric, base, ft, &x, &y);
+                        r.p_holm = r.p;
+                        r.method = left_out_note(&format!("{}; {FINE_TUNE_TAG}", r.method), left_out, ONE_SIDED);
+                        out.push(r);
+                    } else if let Some(w) = wilcoxon(&x, &y) {
+                        let tag = format!("; {FINE_TUNE_TAG}");
+                        let mut r = wilcoxon_row(svc_name, metric, base, ft, &w, x.len(), &tag);
+                        r.p_holm = r.p;
+                        r.method = left_out_note(&r.method, left_out, ONE_SIDED);
+                        out.push(r);
+                    }
                 }
             }
         }
     }
+}
 
-    // ---- pass@k when models have several samples (round 0) ----
+/// pass@k of schema validity when models have several samples (round 0).
+fn pass_at_k_rows(units: &[Unit], out: &mut Vec<StatRow>) {
     let mut samples: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
     for u in units.iter().filter(|u| u.round == 0) {
         if let Some(ok) = u.values.get("schema_ok") {
@@ -529,7 +632,6 @@ pub fn run(units: &[Unit], models: &[ModelRow], errors: &[RowKey], p: &Params) -
             out.push(r);
         }
     }
-    out
 }
 
 fn mean_row(svc: &str, metric: &str, group: &str, v: &[f64], with_ci: bool, seed: &mut u64, p: &Params) -> StatRow {
