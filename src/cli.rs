@@ -220,36 +220,7 @@ fn next_steps(cfg: &Config, config: &std::path::Path) -> String {
 
 fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
     match cmd {
-        Cmd::Run { config, only, no_request_cache } => {
-            let mut cfg = crate::jobs::load(&config)?;
-            if no_request_cache {
-                cfg.request_cache = None;
-            }
-            let p = crate::jobs::pipeline(&cfg)?;
-            let info = p.run(&only, ui);
-            // What finished is mirrored even when some partition failed.
-            if let Some(url) = &cfg.remote {
-                let wh = crate::warehouse::Warehouse::new(&cfg.warehouse);
-                let _lock = crate::engine::Lock::take(&wh)?;
-                crate::remote::Remote::open(url)?.sync(&wh, ui, false)?;
-            }
-            let info = info?;
-            if info.ran == 0 {
-                println!("nothing to do: all {} partitions are up to date", info.reused);
-            } else {
-                println!("ran {} partitions, reused {}", info.ran, info.reused);
-            }
-            // Missing answers are said last, and too many fail the run (issue 44).
-            let (said, verdict) =
-                crate::jobs::error_verdict(&crate::jobs::request_errors(&cfg, &p)?, cfg.max_error_rate);
-            if let Some(s) = said {
-                println!("{s}");
-            }
-            if info.ran > 0 && !ui.quiet() {
-                print!("{}", next_steps(&cfg, &config));
-            }
-            verdict
-        }
+        Cmd::Run { config, only, no_request_cache } => run(&config, &only, no_request_cache, ui),
         Cmd::Push { config, adopt } => {
             let cfg = crate::jobs::load(&config)?;
             let Some(url) = &cfg.remote else { bail!("{}: no [study] remote to push to", config.display()) };
@@ -267,90 +238,14 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             let stdout = std::io::stdout();
             sql::write(&batches, format, &mut stdout.lock())
         }
-        Cmd::Export { table, config, format, out, folds, .. } if table == "finetune" => {
-            let cfg = crate::jobs::load(&config)?;
-            let wh = open_warehouse(&config)?;
-            let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
-            let _ = format;
-            println!("{}", crate::jobs::export_finetune(&cfg, &wh, folds, &out)?);
-            Ok(())
-        }
-        Cmd::Export { table, config, out, with_results, .. } if table == "benchmark" => {
-            let cfg = crate::jobs::load(&config)?;
-            let wh = open_warehouse(&config)?;
-            let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
-            let made = crate::release::Made {
-                title: cfg.section::<crate::jobs::ReportSettings>()?.title,
-                dedupe: serde_json::to_value(cfg.section::<crate::jobs::DedupeSettings>()?)?,
-                with_results,
-            };
-            println!("{}", crate::release::export(&cfg, &wh, &out, &made)?);
-            Ok(())
-        }
-        Cmd::Export { table, config, out, .. } if table == "requests" => {
-            let cfg = crate::jobs::load(&config)?;
-            let wh = open_warehouse(&config)?;
-            let Some(out) = out else { bail!("export requests writes a folder of batch files: give --out DIR") };
-            println!("{}", crate::jobs::export_requests(&cfg, &wh, &out)?);
-            Ok(())
-        }
-        Cmd::Export { table, config, format, out, .. } => {
-            let wh = open_warehouse(&config)?;
-            if format == Format::Table {
-                bail!("export writes csv, json or jsonl");
-            }
-            match out {
-                Some(path) => {
-                    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
-                    sql::export(&wh, &table, format, &mut f)?;
-                    f.flush()?;
-                    Ok(())
-                }
-                None => sql::export(&wh, &table, format, &mut std::io::stdout().lock()),
-            }
+        Cmd::Export { table, config, format, out, folds, with_results } => {
+            export(&table, &config, format, out, folds, with_results)
         }
         Cmd::Compare { a, b, config, format, fail_if_worse, seed, resamples } => {
-            let cfg = crate::jobs::load(&config)?;
-            let (a, b) = (crate::compare::Cell::parse(&a)?, crate::compare::Cell::parse(&b)?);
-            let params = doc2ci_stats::compare::Params { seed, resamples, ..Default::default() };
-            if resamples == 0 {
-                bail!("--resamples must be at least 1");
-            }
-            let done = crate::compare::run(&cfg, &a, &b, &params)?;
-            let gate = crate::compare::worse(&done, &fail_if_worse)?;
-            if format == Format::Table {
-                print!("{}", crate::compare::summary(&done));
-            } else {
-                let wh = Warehouse::new(&cfg.warehouse);
-                let q = format!("SELECT * EXCLUDE (comparison) FROM comparisons WHERE comparison = '{}'", done.name);
-                sql::write(&sql::query(&wh, &q)?, format, &mut std::io::stdout().lock())?;
-            }
-            match gate {
-                Some(why) => bail!("{why}"),
-                None => Ok(()),
-            }
+            compare(&a, &b, &config, format, &fail_if_worse, seed, resamples)
         }
         Cmd::Gc { config } => gc(&config, ui),
-        Cmd::Cache { cmd: CacheCmd::Stats { config } } => {
-            let cfg = crate::jobs::load(&config)?;
-            let Some(c) = &cfg.request_cache else {
-                println!("request cache: off");
-                return Ok(());
-            };
-            let s = crate::backends::RequestCache::stats(c);
-            let asked = s.hits + s.misses;
-            let rate = if asked > 0 {
-                format!(" ({:.1}% of lookups)", 100.0 * s.hits as f64 / asked as f64)
-            } else {
-                String::new()
-            };
-            println!("request cache: {}", c.dir.display());
-            println!("entries: {}\nbytes: {}\nhits: {}{rate}\nmisses: {}", s.entries, s.bytes, s.hits, s.misses);
-            if s.partial > 0 {
-                println!("half-written: {} (`doc2ci gc` removes those of writers that are gone)", s.partial);
-            }
-            Ok(())
-        }
+        Cmd::Cache { cmd: CacheCmd::Stats { config } } => cache_stats(&config),
         Cmd::Serve { dir, addr, log } => {
             let s = crate::crawl::server::Server::start(&dir, &addr, log.as_deref())?;
             println!("serving {} at {}", dir.display(), s.origin());
@@ -382,6 +277,141 @@ fn dispatch(cmd: Cmd, ui: &Ui) -> Result<()> {
             crate::linters::install::setup(ui.quiet())
         }
     }
+}
+
+/// `doc2ci run`: the study, its mirror, what went missing, and what to try next.
+fn run(config: &Path, only: &[String], no_request_cache: bool, ui: &Ui) -> Result<()> {
+    let mut cfg = crate::jobs::load(config)?;
+    if no_request_cache {
+        cfg.request_cache = None;
+    }
+    let p = crate::jobs::pipeline(&cfg)?;
+    let info = p.run(only, ui);
+    // What finished is mirrored even when some partition failed.
+    if let Some(url) = &cfg.remote {
+        let wh = crate::warehouse::Warehouse::new(&cfg.warehouse);
+        let _lock = crate::engine::Lock::take(&wh)?;
+        crate::remote::Remote::open(url)?.sync(&wh, ui, false)?;
+    }
+    let info = info?;
+    if info.ran == 0 {
+        println!("nothing to do: all {} partitions are up to date", info.reused);
+    } else {
+        println!("ran {} partitions, reused {}", info.ran, info.reused);
+    }
+    // Missing answers are said last, and too many fail the run (issue 44).
+    let (said, verdict) = crate::jobs::error_verdict(&crate::jobs::request_errors(&cfg, &p)?, cfg.max_error_rate);
+    if let Some(s) = said {
+        println!("{s}");
+    }
+    if info.ran > 0 && !ui.quiet() {
+        print!("{}", next_steps(&cfg, config));
+    }
+    verdict
+}
+
+/// `doc2ci export TABLE`: a release, fine-tuning folds, batch requests, or a table's rows.
+fn export(
+    table: &str,
+    config: &Path,
+    format: Format,
+    out: Option<PathBuf>,
+    folds: usize,
+    with_results: bool,
+) -> Result<()> {
+    match table {
+        "finetune" => {
+            let cfg = crate::jobs::load(config)?;
+            let wh = open_warehouse(config)?;
+            let Some(out) = out else { bail!("export finetune writes a folder of folds: give --out DIR") };
+            println!("{}", crate::jobs::export_finetune(&cfg, &wh, folds, &out)?);
+            Ok(())
+        }
+        "benchmark" => {
+            let cfg = crate::jobs::load(config)?;
+            let wh = open_warehouse(config)?;
+            let Some(out) = out else { bail!("export benchmark writes a folder: give --out DIR") };
+            let made = crate::release::Made {
+                title: cfg.section::<crate::jobs::ReportSettings>()?.title,
+                dedupe: serde_json::to_value(cfg.section::<crate::jobs::DedupeSettings>()?)?,
+                with_results,
+            };
+            println!("{}", crate::release::export(&cfg, &wh, &out, &made)?);
+            Ok(())
+        }
+        "requests" => {
+            let cfg = crate::jobs::load(config)?;
+            let wh = open_warehouse(config)?;
+            let Some(out) = out else { bail!("export requests writes a folder of batch files: give --out DIR") };
+            println!("{}", crate::jobs::export_requests(&cfg, &wh, &out)?);
+            Ok(())
+        }
+        _ => {
+            let wh = open_warehouse(config)?;
+            if format == Format::Table {
+                bail!("export writes csv, json or jsonl");
+            }
+            match out {
+                Some(path) => {
+                    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+                    sql::export(&wh, table, format, &mut f)?;
+                    f.flush()?;
+                    Ok(())
+                }
+                None => sql::export(&wh, table, format, &mut std::io::stdout().lock()),
+            }
+        }
+    }
+}
+
+/// `doc2ci compare A B`: the comparison's summary or rows, then the gate.
+fn compare(
+    a: &str,
+    b: &str,
+    config: &Path,
+    format: Format,
+    fail_if_worse: &[String],
+    seed: u64,
+    resamples: usize,
+) -> Result<()> {
+    let cfg = crate::jobs::load(config)?;
+    let (a, b) = (crate::compare::Cell::parse(a)?, crate::compare::Cell::parse(b)?);
+    let params = doc2ci_stats::compare::Params { seed, resamples, ..Default::default() };
+    if resamples == 0 {
+        bail!("--resamples must be at least 1");
+    }
+    let done = crate::compare::run(&cfg, &a, &b, &params)?;
+    let gate = crate::compare::worse(&done, fail_if_worse)?;
+    if format == Format::Table {
+        print!("{}", crate::compare::summary(&done));
+    } else {
+        let wh = Warehouse::new(&cfg.warehouse);
+        let q = format!("SELECT * EXCLUDE (comparison) FROM comparisons WHERE comparison = '{}'", done.name);
+        sql::write(&sql::query(&wh, &q)?, format, &mut std::io::stdout().lock())?;
+    }
+    match gate {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
+}
+
+/// `doc2ci cache stats`: the request cache's size and hit rate.
+fn cache_stats(config: &Path) -> Result<()> {
+    let cfg = crate::jobs::load(config)?;
+    let Some(c) = &cfg.request_cache else {
+        println!("request cache: off");
+        return Ok(());
+    };
+    let s = crate::backends::RequestCache::stats(c);
+    let asked = s.hits + s.misses;
+    let rate =
+        if asked > 0 { format!(" ({:.1}% of lookups)", 100.0 * s.hits as f64 / asked as f64) } else { String::new() };
+    println!("request cache: {}", c.dir.display());
+    println!("entries: {}\nbytes: {}\nhits: {}{rate}\nmisses: {}", s.entries, s.bytes, s.hits, s.misses);
+    if s.partial > 0 {
+        println!("half-written: {} (`doc2ci gc` removes those of writers that are gone)", s.partial);
+    }
+    Ok(())
 }
 
 fn open_warehouse(config: &Path) -> Result<Warehouse> {
