@@ -19,16 +19,13 @@ use crate::warehouse::TableDef;
 pub const RESULT_TABLES: [TableDef; 4] = [GENERATIONS, VALIDATIONS, LINTS, SCORES];
 use crate::warehouse::{self, Partition, Warehouse};
 
-/// The licence each official documentation set is published under, as its source repository
-/// states it (`stages/crawl/PROFILES.md` names the commits read).
+/// The licence of a service's official documentation as its source repository states it (its
+/// file in `doc2ci-sem`; `stages/crawl/PROFILES.md` names the commits read).
 fn licence(service: &str, crawled: bool) -> &'static str {
-    match (service, crawled) {
-        (_, false) => "as stated by the provider of the imported file (doc2ci cannot know it)",
-        ("github-actions", _) => "CC-BY-4.0 (GitHub Docs content, github/docs; its code is MIT)",
-        ("gitlab-ci", _) => "CC-BY-SA-4.0 (GitLab documentation content)",
-        ("travis-ci", _) => "MIT (travis-ci/docs-travis-ci-com, README)",
-        ("circleci", _) => "not stated in circleci/circleci-docs: ask CircleCI before redistributing",
-        _ => "unknown: check the site's terms before redistributing",
+    match doc2ci_sem::service(service) {
+        _ if !crawled => "as stated by the provider of the imported file (doc2ci cannot know it)",
+        Some(s) => s.docs.licence,
+        None => "unknown: check the site's terms before redistributing",
     }
 }
 

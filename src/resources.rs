@@ -25,7 +25,7 @@ pub fn validator() -> Result<&'static Validator> {
     static V: OnceLock<std::result::Result<Validator, String>> = OnceLock::new();
     V.get_or_init(|| {
         let mut schemas = Vec::new();
-        for s in Service::ALL {
+        for s in Service::all() {
             let path = assets::require(&schema_asset(s)).map_err(|e| format!("{e:#}"))?;
             schemas.push((s, std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?));
         }

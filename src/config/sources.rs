@@ -255,7 +255,10 @@ fn resolve_profile(
                         return cx.err(
                             t.span(),
                             &format!("{key}.base"),
-                            format!("no built-in profile `{b}` (built-in: {})", doc2ci_crawl::BUILTIN.join(", ")),
+                            format!(
+                                "no built-in profile `{b}` (built-in: {})",
+                                doc2ci_crawl::builtin_names().collect::<Vec<_>>().join(", ")
+                            ),
                         )
                     }
                 },
@@ -275,7 +278,7 @@ fn resolve_profile(
             Some(p) => (p, pname.span()),
             None => {
                 let mut names: Vec<&str> = profiles.keys().map(String::as_str).collect();
-                names.extend(doc2ci_crawl::BUILTIN);
+                names.extend(doc2ci_crawl::builtin_names().map(|n| -> &str { n }));
                 return cx.err(
                     pname.span(),
                     "sources.profile",

@@ -183,7 +183,8 @@ impl Job for Screen {
         let m = &self.ask.model;
         let mut pairs: Vec<Pair> = cx.read(&self.pairs)?;
         pairs.truncate(self.max_pairs.unwrap_or(usize::MAX));
-        let service = self.ask.service.as_str();
+        let name = self.ask.service.as_str();
+        let service = doc2ci_sem::service(name).ok_or_else(|| anyhow!("no service `{name}` in doc2ci's registry"))?;
         let checker = match self.validator {
             Some(name) => Some((resources::validator()?, name.parse::<Service>().map_err(|e| anyhow!("{e}"))?)),
             None => None,
@@ -240,7 +241,12 @@ impl Job for Screen {
 }
 
 impl Screen {
-    fn plan(&self, pair: Pair, service: &str, checker: Option<(&doc2ci_validate::Validator, Service)>) -> Result<Plan> {
+    fn plan(
+        &self,
+        pair: Pair,
+        service: &doc2ci_sem::Service,
+        checker: Option<(&doc2ci_validate::Validator, Service)>,
+    ) -> Result<Plan> {
         let real = probe(&pair.reference, self.shape);
         let t = twin::twin(service, &pair.reference, self.shape);
         let valid = match checker {

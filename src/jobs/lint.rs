@@ -225,7 +225,7 @@ mod tests {
         ];
         let p = Settings::default();
         let (mut judged, mut total) = (0, 0);
-        for service in Service::ALL {
+        for service in Service::all() {
             let subjects: Vec<Subject> = shapes
                 .iter()
                 .map(|t| Subject { base: Lint::default(), text: Some(t.to_string()), missing: None })

@@ -91,18 +91,19 @@ pub fn check(cfg: &Config) -> Result<()> {
     for s in SECTIONS {
         (s.read)(cfg)?;
     }
-    // validate, score and lint know four services; any other name would silently get no rows (a
-    // typo hiding a whole service's results), so it is an error while either stage is on.
+    // validate, score and lint know the registry's services; any other name would silently get no
+    // rows (a typo hiding a whole service's results), so it is an error while either stage is on.
     let on = Quality::of(cfg)?;
     if on.validate.0.enabled || on.score.0.enabled || on.lint.enabled {
         if let Some(svc) = cfg.services.iter().find(|s| s.name.parse::<Service>().is_err()) {
+            let known: Vec<&str> = Service::all().map(Service::name).collect();
             bail!(
-                "{}:{}: `services.name`: unknown service `{}`: validate, score and lint know github-actions, \
-                 circleci, gitlab-ci and travis-ci (another name needs [stages.validate], [stages.score] and \
-                 [stages.lint] enabled = false)",
+                "{}:{}: `services.name`: unknown service `{}`: validate, score and lint know {} (another \
+                 name needs [stages.validate], [stages.score] and [stages.lint] enabled = false)",
                 cfg.file.display(),
                 svc.line,
-                svc.name
+                svc.name,
+                known.join(", ")
             );
         }
     }

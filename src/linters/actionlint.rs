@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use doc2ci_lint::{read, shell, Finding, Verdict};
-use doc2ci_validate::Service;
 
 use super::{install, sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "actionlint", service: Service::GithubActions, kind: "validator", probe, lint };
+pub const TOOL: Tool = Tool { name: "actionlint", kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;

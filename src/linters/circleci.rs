@@ -9,12 +9,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
-use doc2ci_validate::Service;
 
 use super::{install, Limits, Tool};
 
-pub const TOOL: Tool =
-    Tool { name: "circleci-config-parser", service: Service::CircleCi, kind: "validator", probe, lint };
+pub const TOOL: Tool = Tool { name: "circleci-config-parser", kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;

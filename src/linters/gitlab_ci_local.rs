@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
-use doc2ci_validate::Service;
 
 use super::{install, sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "gitlab-ci-local", service: Service::GitlabCi, kind: "validator", probe, lint };
+pub const TOOL: Tool = Tool { name: "gitlab-ci-local", kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;

@@ -1,5 +1,5 @@
-//! The lint tools: one file per tool plus one line in [`TOOLS`]. A tool says which service it
-//! checks, how to learn its version here (or why it cannot run here), and how to lint a batch of
+//! The lint tools: one file per tool plus one line in [`TOOLS`]; the service that a tool checks
+//! names it in its `lint_tools` (its file in `doc2ci-sem`). A tool says how to learn its version here (or why it cannot run here), and how to lint a batch of
 //! texts into one [`Verdict`] per text. The lint stage's crate (`stages/lint`) reads their outputs
 //! and judges; this module only runs them, always through [`sandbox`].
 
@@ -28,7 +28,6 @@ pub struct Limits {
 pub struct Tool {
     /// Its `tool` in the `lints` table.
     pub name: &'static str,
-    pub service: Service,
     /// `validator` (the service's own checker: the study's lint validity) or `audit`.
     pub kind: &'static str,
     /// Its version as recorded in each row and in the cache key, or why it cannot run here.
@@ -46,9 +45,20 @@ macro_rules! registry {
 
 registry! { actionlint, zizmor, gitlab_ci_local, circleci, schema }
 
-/// The tools that check `service`.
+/// The tools that check `service`, in the order its file names them.
 pub fn for_service(service: Service) -> impl Iterator<Item = &'static Tool> {
-    TOOLS.iter().filter(move |t| t.service == service)
+    service.def().lint_tools.iter().map(move |name| {
+        // The test `each_tool_checks_one_service` holds every name to a tool.
+        TOOLS.iter().find(|t| t.name == *name).unwrap_or_else(|| panic!("{service:?} names no lint tool {name}"))
+    })
+}
+
+/// The service whose file names the tool `name` (`each_tool_checks_one_service` holds every tool
+/// to exactly one).
+pub fn service_of(name: &str) -> Service {
+    Service::all()
+        .find(|s| s.def().lint_tools.contains(&name))
+        .unwrap_or_else(|| panic!("no service names the lint tool {name}"))
 }
 
 /// Each tool's probe, once per process (the lint nodes' cache keys hold the versions).

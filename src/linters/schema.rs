@@ -1,4 +1,5 @@
-//! Travis CI: no offline validator exists beyond its JSON Schema (travis-yml, Travis's own
+//! A service's JSON Schema as its lint validator, for the service whose file names `schema`:
+//! Travis CI, where no offline validator exists beyond its schema (travis-yml, Travis's own
 //! parser, is a Ruby gem this project cannot install from the registries it uses, and the
 //! `travis lint` command asks Travis's API). The rows say so with `tool = "schema"`: the same
 //! schema as validate, made fragment-aware by the completion rules.
@@ -9,21 +10,27 @@ use doc2ci_validate::Service;
 
 use super::{Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "schema", service: Service::TravisCi, kind: "validator", probe, lint };
+pub const TOOL: Tool = Tool { name: "schema", kind: "validator", probe, lint };
+
+fn service() -> Service {
+    super::service_of(TOOL.name)
+}
 
 fn probe() -> Result<String, String> {
-    let asset = crate::resources::schema_asset(Service::TravisCi);
-    let sha = crate::assets::pinned_sha256(&asset).ok_or("no pinned Travis CI schema")?;
+    let service = service();
+    let asset = crate::resources::schema_asset(service);
+    let sha =
+        crate::assets::pinned_sha256(&asset).ok_or_else(|| format!("no pinned {} schema", service.def().display))?;
     crate::resources::validator().map_err(|e| format!("{e:#}"))?;
-    Ok(format!("travis-ci schema {}", &sha[..12]))
+    Ok(format!("{service} schema {}", &sha[..12]))
 }
 
 fn lint(texts: &[&str], _limits: Limits) -> Result<Vec<Verdict>> {
-    let v = crate::resources::validator()?;
+    let (v, service) = (crate::resources::validator()?, service());
     texts
         .iter()
         .map(|t| {
-            let r = v.validate(Service::TravisCi, t)?;
+            let r = v.validate(service, t)?;
             let rule = if r.parse_ok { "schema" } else { "parse" };
             Ok(Verdict::Findings(
                 r.errors

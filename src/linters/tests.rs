@@ -144,7 +144,7 @@ fn completed_real_references_get_no_finding_from_their_wrapper() {
     let refs: Vec<String> =
         rdr.deserialize::<std::collections::HashMap<String, String>>().map(|r| r.unwrap()["Code"].clone()).collect();
     let v = crate::resources::validator().unwrap();
-    let service = doc2ci_validate::Service::GithubActions;
+    let service = "github-actions".parse::<doc2ci_validate::Service>().unwrap();
     let (mut fragments, mut wrapped, mut valid) = (0, Vec::new(), Vec::new());
     for r in &refs {
         if !v.validate(service, r).unwrap().fragment {
@@ -308,5 +308,20 @@ fn circleci_verdicts_do_not_depend_on_the_texts_before() {
         let got = (tool("circleci-config-parser").lint)(&batch, limits()).unwrap();
         let want: Vec<&Verdict> = order.iter().map(|&i| &alone[i]).collect();
         assert_eq!(got.iter().collect::<Vec<_>>(), want, "order {order:?}");
+    }
+}
+
+#[test]
+fn each_tool_checks_one_service() {
+    for t in TOOLS {
+        let by: Vec<Service> = Service::all().filter(|s| s.def().lint_tools.contains(&t.name)).collect();
+        assert_eq!(by.len(), 1, "{} is named by {by:?}: a tool checks exactly one service", t.name);
+    }
+    for s in Service::all() {
+        let tools: Vec<&Tool> = for_service(s).collect();
+        let validators: Vec<&str> = tools.iter().filter(|t| t.kind == "validator").map(|t| t.name).collect();
+        assert_eq!(validators.len(), 1, "{s:?}: one validator decides lint validity, not {validators:?}");
+        assert_eq!(tools[0].kind, "validator", "{s:?}: its validator's rows come first");
+        assert!(tools.iter().all(|t| ["validator", "audit"].contains(&t.kind)), "{s:?}");
     }
 }

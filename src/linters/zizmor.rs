@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use doc2ci_lint::{read, Verdict};
-use doc2ci_validate::Service;
 
 use super::{sandbox, Limits, Tool};
 
-pub const TOOL: Tool = Tool { name: "zizmor", service: Service::GithubActions, kind: "audit", probe, lint };
+pub const TOOL: Tool = Tool { name: "zizmor", kind: "audit", probe, lint };
 
 const ASSET: &str = "tools/zizmor";
 

@@ -24,7 +24,8 @@ mod services;
 pub use node::Node;
 pub use recall::Containment;
 pub use services::{
-    circleci, github_actions, gitlab_ci, service, travis_ci, Applied, Jobs, Rule, Service, Wrap, SERVICES, WRAPPER_JOB,
+    circleci, github_actions, gitlab_ci, service, travis_ci, Applied, AuthorIds, Docs, Jobs, Rule, Service, Wrap,
+    SERVICES, WRAPPER_JOB,
 };
 
 use std::collections::BTreeMap;

@@ -25,6 +25,7 @@
 
 use crate::{probe, Probed, Shape};
 use doc2ci_score::py_split;
+use doc2ci_sem::Service;
 
 /// A reference's twin and what was changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,12 +71,6 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("use", "employ"),
     ("this", "the"),
 ];
-
-/// GitLab CI's top-level keys that are not jobs: the keywords, and `pages`, a job whose name
-/// GitLab gives a meaning.
-fn gitlab_keyword(key: &str) -> bool {
-    doc2ci_sem::gitlab_ci::GLOBAL_KEYWORDS.contains(&key) || key == "pages"
-}
 
 /// Keys whose values name branches.
 const BRANCH_KEYS: &[&str] = &["branches", "branches-ignore", "branch", "only", "except"];
@@ -143,12 +138,8 @@ fn parse(line: &str) -> Line<'_> {
 }
 
 /// The ids a service lets the author choose, in order of first appearance.
-fn identifiers(service: &str, lines: &[&str]) -> Vec<String> {
-    let parents: &[&str] = match service {
-        "github-actions" => &["jobs"],
-        "circleci" => &["jobs", "workflows", "commands", "executors"],
-        _ => &[],
-    };
+fn identifiers(service: &Service, lines: &[&str]) -> Vec<String> {
+    let at = service.author_ids;
     let mut ids: Vec<String> = Vec::new();
     let mut push = |id: &str| {
         let id = id.trim_start_matches('.');
@@ -163,12 +154,9 @@ fn identifiers(service: &str, lines: &[&str]) -> Vec<String> {
         }
         let l = parse(raw);
         if l.indent == 0 {
-            under =
-                l.key.filter(|k| parents.contains(k) || (service == "gitlab-ci" && *k == "stages")).map(|k| (k, None));
-            if let (Some(k), "gitlab-ci") = (l.key, service) {
-                if !gitlab_keyword(k) {
-                    push(k);
-                }
+            under = l.key.filter(|k| at.keys_under.contains(k) || at.items_under.contains(k)).map(|k| (k, None));
+            if let Some(k) = l.key.filter(|k| (at.top_level)(k)) {
+                push(k);
             }
             continue;
         }
@@ -177,7 +165,7 @@ fn identifiers(service: &str, lines: &[&str]) -> Vec<String> {
         if l.indent != child_indent {
             continue;
         }
-        if *parent == "stages" {
+        if at.items_under.contains(parent) {
             if let Some(item) = raw.trim_start().strip_prefix("- ") {
                 push(item.trim().trim_matches(['"', '\'']));
             }
@@ -317,7 +305,7 @@ fn tokens_end(text: &str, n: usize) -> usize {
 }
 
 /// The twin of a reference of `service`, screened with `shape`'s prefix.
-pub fn twin(service: &str, reference: &str, shape: Shape) -> Twin {
+pub fn twin(service: &Service, reference: &str, shape: Shape) -> Twin {
     let prefix_end = tokens_end(reference, shape.prefix);
     let lines: Vec<&str> = reference.split_inclusive('\n').collect();
     let ids = identifiers(service, &lines);
@@ -481,7 +469,7 @@ jobs:
 
     #[test]
     fn a_github_actions_twin_renames_jobs_everywhere_and_changes_names_versions_and_branches() {
-        let t = twin("github-actions", GHA, ALL);
+        let t = twin(&doc2ci_sem::github_actions::SERVICE, GHA, ALL);
         let want = "\
 # Compile and verify a Go repository
 name: Go CI
@@ -511,14 +499,14 @@ jobs:
 ";
         assert_eq!(t.text, want, "{}", t.text);
         assert_eq!(t.edits[0], "renamed build → compile, deploy → ship");
-        assert_eq!(twin("github-actions", GHA, ALL), t, "deterministic");
+        assert_eq!(twin(&doc2ci_sem::github_actions::SERVICE, GHA, ALL), t, "deterministic");
         assert_eq!(t.differs_in(GHA, Shape { prefix: 10, suffix: 10 }), Some(4));
     }
 
     #[test]
     fn gitlab_jobs_and_stages_are_renamed_but_keywords_are_not() {
         let src = "stages:\n  - build\n  - test\nimage: node:18.2\nbuild-job:\n  stage: build\n  script: make\n.tpl:\n  tags: [x]\nunit:\n  extends: .tpl\n  stage: test\n";
-        let t = twin("gitlab-ci", src, ALL);
+        let t = twin(&doc2ci_sem::gitlab_ci::SERVICE, src, ALL);
         assert_eq!(
             t.text,
             "stages:\n  - compile\n  - verify\nimage: node:18.3\ncompile-task:\n  stage: compile\n  script: make\n.tpl-ci:\n  tags: [x]\nunit-ci:\n  extends: .tpl-ci\n  stage: verify\n"
@@ -528,7 +516,7 @@ jobs:
     #[test]
     fn a_new_name_never_collides_with_an_existing_id() {
         let t = twin(
-            "github-actions",
+            &doc2ci_sem::github_actions::SERVICE,
             "jobs:\n  build:\n    runs-on: x\n  compile:\n    needs: build\n    runs-on: x\n",
             ALL,
         );
@@ -545,7 +533,7 @@ jobs:
     /// suffix keeps its versions, step names and commands.
     #[test]
     fn past_the_prefix_only_the_renames_follow() {
-        let t = twin("github-actions", GHA, Shape { prefix: 20, suffix: 50 });
+        let t = twin(&doc2ci_sem::github_actions::SERVICE, GHA, Shape { prefix: 20, suffix: 50 });
         let want = "\
 # Compile and verify a Go repository
 name: Go CI
@@ -575,7 +563,7 @@ jobs:
 ";
         assert_eq!(t.text, want, "{}", t.text);
         let circle = "version: 2.1\njobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\nworkflows:\n  main:\n    jobs:\n      - build\n      - deploy:\n          requires:\n            - build\n";
-        let t = twin("circleci", circle, Shape { prefix: 3, suffix: 5 });
+        let t = twin(&doc2ci_sem::circleci::SERVICE, circle, Shape { prefix: 3, suffix: 5 });
         assert!(t.text.contains("      - compile\n") && t.text.contains("            - compile\n"), "{}", t.text);
     }
 

@@ -53,7 +53,10 @@ fn cases() -> Vec<Case> {
             let own = after_tokens(reference, shape.prefix);
             add("true".into(), own.clone());
             add("shifted".into(), after_tokens(&own, 1));
-            add("twin".into(), after_tokens(&twin("github-actions", reference, shape).text, shape.prefix));
+            add(
+                "twin".into(),
+                after_tokens(&twin(&doc2ci_sem::github_actions::SERVICE, reference, shape).text, shape.prefix),
+            );
             for (m, o) in LLM4CI_MODELS.iter().zip(&outputs) {
                 add((*m).into(), after_tokens(o.get(id).map_or("", String::as_str), shape.prefix));
             }

@@ -16,7 +16,7 @@ mod robots;
 pub mod rows;
 mod urls;
 
-pub use builtin::{builtin, with_overrides, BUILTIN};
+pub use builtin::{builtin, names as builtin_names, with_overrides};
 pub use extract::{canonical, extract, links, Extracted, Extraction, Skipped, HIDDEN, OUTSIDE_ROOT, REMOVED_BY_RULE};
 pub use robots::Robots;
 pub use urls::{decode_page, in_scope, normalize, Scope};

@@ -130,7 +130,9 @@ mod tests {
 
     #[test]
     fn a_completed_fragment_counts_only_its_own_lines() {
-        let Completion::Wrapped(w) = complete(Service::GithubActions, "- run: echo $X\n") else { panic!() };
+        let Completion::Wrapped(w) = complete("github-actions".parse::<Service>().unwrap(), "- run: echo $X\n") else {
+            panic!()
+        };
         let found = vec![
             finding("shellcheck:SC2086", Some(7), "in the fragment"),
             finding("excessive-permissions", Some(3), "on the wrapper's job line"),

@@ -131,6 +131,10 @@ pub fn imports_orbs(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn svc(name: &str) -> Service {
+        name.parse().unwrap()
+    }
+
     fn wrapped(service: Service, text: &str) -> Wrapped {
         match complete(service, text) {
             Completion::Wrapped(w) => w,
@@ -140,15 +144,15 @@ mod tests {
 
     #[test]
     fn standalone_texts_are_not_wrapped() {
-        assert_eq!(complete(Service::GithubActions, "on: push\njobs: {}\n"), Completion::Standalone);
-        assert_eq!(complete(Service::GithubActions, "not: [yaml"), Completion::Standalone);
-        assert_eq!(complete(Service::GitlabCi, "build:\n  script: [make]\n"), Completion::Standalone);
+        assert_eq!(complete(svc("github-actions"), "on: push\njobs: {}\n"), Completion::Standalone);
+        assert_eq!(complete(svc("github-actions"), "not: [yaml"), Completion::Standalone);
+        assert_eq!(complete(svc("gitlab-ci"), "build:\n  script: [make]\n"), Completion::Standalone);
     }
 
     #[test]
     fn github_steps_keep_their_text_and_map_back() {
         let text = "- uses: actions/checkout@v4\n- run: |\n    make\n    make test\n";
-        let w = wrapped(Service::GithubActions, text);
+        let w = wrapped(svc("github-actions"), text);
         assert_eq!(w.rule, "steps");
         assert_eq!(w.before, 6);
         assert_eq!(w.lines, 4);
@@ -156,7 +160,7 @@ mod tests {
         assert_eq!(frag, text.lines().collect::<Vec<_>>());
         // The completed file is a standalone workflow.
         let v = doc2ci_yaml::load(&w.text, &Limits::default()).unwrap();
-        assert!(!is_fragment(Service::GithubActions, &v));
+        assert!(!is_fragment(svc("github-actions"), &v));
         assert_eq!(w.to_fragment(8, Some(9)), Some((2, Some(3))));
         assert_eq!(w.to_fragment(3, Some(3)), None);
         assert_eq!(w.to_fragment(11, None), None);
@@ -164,7 +168,7 @@ mod tests {
 
     #[test]
     fn github_shapes() {
-        let rule = |t: &str| wrapped(Service::GithubActions, t).rule;
+        let rule = |t: &str| wrapped(svc("github-actions"), t).rule;
         assert_eq!(rule("jobs:\n  a:\n    runs-on: x\n    steps: [{run: make}]\n"), "workflow");
         assert_eq!(rule("runs-on: ubuntu-latest\nsteps:\n  - run: make\n"), "job");
         assert_eq!(
@@ -173,29 +177,29 @@ mod tests {
         );
         assert_eq!(rule("name: Build\nrun: make\n"), "step");
         assert_eq!(rule("push:\n  branches: [main]\nschedule:\n  - cron: '0 0 * * *'\n"), "triggers");
-        assert!(matches!(complete(Service::GithubActions, "foo: bar\n"), Completion::NoRule(_)));
-        assert!(matches!(complete(Service::GithubActions, "- 1\n- 2\n"), Completion::NoRule(_)));
+        assert!(matches!(complete(svc("github-actions"), "foo: bar\n"), Completion::NoRule(_)));
+        assert!(matches!(complete(svc("github-actions"), "- 1\n- 2\n"), Completion::NoRule(_)));
     }
 
     #[test]
     fn every_completion_is_standalone() {
         let cases: &[(Service, &str)] = &[
-            (Service::GithubActions, "jobs:\n  a:\n    runs-on: x\n    steps: [{run: make}]\n"),
-            (Service::GithubActions, "runs-on: ubuntu-latest\nsteps:\n  - run: make\n"),
-            (Service::GithubActions, "name: Build\nrun: make\n"),
-            (Service::GithubActions, "push:\n  branches: [main]\n"),
-            (Service::GithubActions, "---\n- run: make\n"),
-            (Service::GithubActions, "# steps\n\n---\n- run: make\n"),
-            (Service::CircleCi, "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n"),
-            (Service::CircleCi, "docker:\n  - image: x\nsteps:\n  - checkout\n"),
-            (Service::CircleCi, "steps:\n  - checkout\n"),
-            (Service::CircleCi, "- checkout\n- run: make\n"),
-            (Service::CircleCi, "orbs:\n  node: circleci/node@5\n"),
-            (Service::GitlabCi, "stages: [build]\n.hidden:\n  script: [x]\n"),
-            (Service::GitlabCi, "script:\n  - make\nstage: build\n"),
-            (Service::GitlabCi, "- make\n- make test\n"),
-            (Service::TravisCi, "deploy:\n  provider: pages\n"),
-            (Service::TravisCi, "- make\n"),
+            (svc("github-actions"), "jobs:\n  a:\n    runs-on: x\n    steps: [{run: make}]\n"),
+            (svc("github-actions"), "runs-on: ubuntu-latest\nsteps:\n  - run: make\n"),
+            (svc("github-actions"), "name: Build\nrun: make\n"),
+            (svc("github-actions"), "push:\n  branches: [main]\n"),
+            (svc("github-actions"), "---\n- run: make\n"),
+            (svc("github-actions"), "# steps\n\n---\n- run: make\n"),
+            (svc("circleci"), "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n"),
+            (svc("circleci"), "docker:\n  - image: x\nsteps:\n  - checkout\n"),
+            (svc("circleci"), "steps:\n  - checkout\n"),
+            (svc("circleci"), "- checkout\n- run: make\n"),
+            (svc("circleci"), "orbs:\n  node: circleci/node@5\n"),
+            (svc("gitlab-ci"), "stages: [build]\n.hidden:\n  script: [x]\n"),
+            (svc("gitlab-ci"), "script:\n  - make\nstage: build\n"),
+            (svc("gitlab-ci"), "- make\n- make test\n"),
+            (svc("travis-ci"), "deploy:\n  provider: pages\n"),
+            (svc("travis-ci"), "- make\n"),
         ];
         for (s, t) in cases {
             let w = wrapped(*s, t);
@@ -207,12 +211,9 @@ mod tests {
 
     #[test]
     fn circleci_lists_the_jobs_it_defines() {
-        let w = wrapped(Service::CircleCi, "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n");
+        let w = wrapped(svc("circleci"), "jobs:\n  build:\n    docker: [{image: x}]\n    steps: [checkout]\n");
         assert!(w.text.starts_with("version: 2.1\n"), "{}", w.text);
         assert!(w.text.ends_with("jobs:\n      - \"build\"\n"), "{}", w.text);
-        assert!(matches!(
-            complete(Service::CircleCi, "workflows:\n  main:\n    jobs: [build]\n"),
-            Completion::NoRule(_)
-        ));
+        assert!(matches!(complete(svc("circleci"), "workflows:\n  main:\n    jobs: [build]\n"), Completion::NoRule(_)));
     }
 }

@@ -34,7 +34,7 @@ fn corpus_workflows() -> Vec<(String, String)> {
         .join("../../libs/sem/tests/corpus/github-actions.yaml");
     let body = std::fs::read_to_string(&path).unwrap();
     let cases = doc2ci_yaml::load(&body, &Limits::default()).unwrap();
-    let whole = |t: &str| match complete(doc2ci_validate::Service::GithubActions, t) {
+    let whole = |t: &str| match complete("github-actions".parse::<doc2ci_validate::Service>().unwrap(), t) {
         Completion::Wrapped(w) => w.text,
         _ => t.to_string(),
     };

@@ -1,8 +1,8 @@
 //! Validity of CI configurations (SPEC §6): does the text load as a YAML 1.2 mapping, does
 //! it conform to its service's JSON Schema, and is it only a fragment of a file.
 //!
-//! Owns: which services there are ([`Service`]; what each one is, from its name and display name
-//! to its schema asset, is its file in `doc2ci-sem`) and what "valid" means. Whether a text is
+//! Owns: what "valid" means. Which services there are is `doc2ci-sem`'s registry (one file per
+//! service, from its name to its schema asset); a [`Service`] is a place in it. Whether a text is
 //! only a fragment is `doc2ci-sem`'s rule (which the lint stage's completion and the semantic
 //! metrics share), applied here. Never reads a schema file itself (the engine hands it the bytes).
 //!
@@ -31,26 +31,20 @@ use doc2ci_yaml::{load_with, Options, Value};
 /// The YAML loader's bounds, for [`Validator::with_limits`].
 pub use doc2ci_yaml::Limits;
 
-/// The CI services of the study.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Service {
-    GithubActions,
-    CircleCi,
-    GitlabCi,
-    TravisCi,
-}
+/// A CI service of the study: its place in `doc2ci_sem::SERVICES`, whose file says everything
+/// else about it. Services order as the registry lists them (the study's tables follow it).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Service(u8);
 
 impl Service {
-    pub const ALL: [Service; 4] = [Service::GithubActions, Service::CircleCi, Service::GitlabCi, Service::TravisCi];
+    /// Every service, in the registry's order.
+    pub fn all() -> impl Iterator<Item = Service> + Clone {
+        (0..doc2ci_sem::SERVICES.len()).map(|i| Service(i as u8))
+    }
 
     /// Everything the study knows about the service: its one file in `doc2ci-sem`.
     pub fn def(self) -> &'static doc2ci_sem::Service {
-        match self {
-            Service::GithubActions => &doc2ci_sem::github_actions::SERVICE,
-            Service::CircleCi => &doc2ci_sem::circleci::SERVICE,
-            Service::GitlabCi => &doc2ci_sem::gitlab_ci::SERVICE,
-            Service::TravisCi => &doc2ci_sem::travis_ci::SERVICE,
-        }
+        doc2ci_sem::SERVICES[self.index()]
     }
 
     /// The partition name used in the warehouse and in `pipeline.toml`.
@@ -64,7 +58,13 @@ impl Service {
     }
 
     fn index(self) -> usize {
-        self as usize
+        usize::from(self.0)
+    }
+}
+
+impl fmt::Debug for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -77,8 +77,9 @@ impl fmt::Display for Service {
 impl FromStr for Service {
     type Err = Error;
     fn from_str(s: &str) -> Result<Service, Error> {
-        Service::ALL.into_iter().find(|svc| svc.name() == s).ok_or_else(|| {
-            Error(format!("unknown service {s:?} (expected one of github-actions, circleci, gitlab-ci, travis-ci)"))
+        Service::all().find(|svc| svc.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Service::all().map(Service::name).collect();
+            Error(format!("unknown service {s:?} (expected one of {})", names.join(", ")))
         })
     }
 }
@@ -116,7 +117,8 @@ const MAX_MESSAGE_CHARS: usize = 400;
 
 /// Compiled schemas for the services, shared across threads.
 pub struct Validator {
-    schemas: [Option<jsonschema::Validator>; 4],
+    /// By service, in the registry's order.
+    schemas: Vec<Option<jsonschema::Validator>>,
     limits: Limits,
 }
 
@@ -151,7 +153,7 @@ pub fn compile_schema(schema_json: &[u8]) -> Result<jsonschema::Validator, Error
 impl Validator {
     /// Compiles the given services' schemas (JSON bytes, as shipped in check-jsonschema).
     pub fn new<'a>(schemas: impl IntoIterator<Item = (Service, &'a [u8])>) -> Result<Validator, Error> {
-        let mut compiled: [Option<jsonschema::Validator>; 4] = Default::default();
+        let mut compiled: Vec<Option<jsonschema::Validator>> = Service::all().map(|_| None).collect();
         for (service, bytes) in schemas {
             let v = compile_schema(bytes).map_err(|e| Error(format!("{service}: {e}")))?;
             compiled[service.index()] = Some(v);
@@ -262,15 +264,8 @@ fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
 }
 
 /// Whether a loaded document is only part of a configuration file: a non-empty sequence
-/// (e.g. a list of steps), or a mapping without what a standalone file of its service needs:
-///
-/// * GitHub Actions: both `on` and `jobs` (the workflow schema's required keys).
-/// * CircleCI: `version` and at least one of `jobs` or `workflows`.
-/// * GitLab CI: `include`, or at least one visible job: a top-level key that is not a
-///   global keyword and does not start with `.`, whose value is a mapping with `script`,
-///   `run`, `trigger` or `extends` (GitLab refuses a file with no visible job).
-/// * Travis CI: at least one of `language`, `script`, `jobs` or `matrix` (Travis defaults
-///   the rest; a file with only e.g. `deploy:` or `notifications:` is a section).
+/// (e.g. a list of steps), or a mapping without what a standalone file of its service needs
+/// (each service's `standalone` rule, in its file in `doc2ci-sem`).
 ///
 /// Scalars, empty documents and unparseable texts are not fragments: they are not
 /// configuration at all (`parse_ok` already says so).
@@ -282,13 +277,17 @@ pub fn is_fragment(service: Service, value: &Value) -> bool {
 mod tests {
     use super::*;
 
+    fn svc(name: &str) -> Service {
+        name.parse().unwrap()
+    }
+
     fn load(text: &str) -> Value {
         doc2ci_yaml::load(text, &Limits::default()).unwrap()
     }
 
     #[test]
     fn service_names_round_trip() {
-        for s in Service::ALL {
+        for s in Service::all() {
             assert_eq!(s.name().parse::<Service>().unwrap(), s);
         }
         assert!("jenkins".parse::<Service>().is_err());
@@ -296,20 +295,20 @@ mod tests {
 
     #[test]
     fn fragment_rules_per_service() {
-        let gha = Service::GithubActions;
+        let gha = svc("github-actions");
         assert!(!is_fragment(gha, &load("on: push\njobs: {}")));
         assert!(is_fragment(gha, &load("jobs:\n  a:\n    runs-on: x\n")));
         assert!(is_fragment(gha, &load("- name: Checkout\n  uses: actions/checkout@v4\n")));
         assert!(!is_fragment(gha, &load("plain prose")));
         assert!(!is_fragment(gha, &load("")));
-        let cci = Service::CircleCi;
+        let cci = svc("circleci");
         assert!(!is_fragment(cci, &load("version: 2.1\nworkflows: {}")));
         assert!(is_fragment(cci, &load("jobs: {}")));
-        let gl = Service::GitlabCi;
+        let gl = svc("gitlab-ci");
         assert!(!is_fragment(gl, &load("build:\n  script: [make]\n")));
         assert!(!is_fragment(gl, &load("include: ci/x.yml\n")));
         assert!(is_fragment(gl, &load("stages: [build]\n.hidden:\n  script: [x]\nvariables: {A: 1}\n")));
-        let tr = Service::TravisCi;
+        let tr = svc("travis-ci");
         assert!(!is_fragment(tr, &load("language: python\n")));
         assert!(is_fragment(tr, &load("deploy:\n  provider: pages\n")));
     }
@@ -333,20 +332,20 @@ mod tests {
         let internal =
             br##"{"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"type": "string"}},
             "properties": {"a": {"$ref": "#/definitions/s"}}}"##;
-        let v = Validator::new([(Service::TravisCi, &internal[..])]).unwrap();
-        let r = v.validate(Service::TravisCi, "a: 1").unwrap();
+        let v = Validator::new([(svc("travis-ci"), &internal[..])]).unwrap();
+        let r = v.validate(svc("travis-ci"), "a: 1").unwrap();
         assert_eq!(r.errors, ["/a: 1 is not of type \"string\""]);
-        assert!(v.validate(Service::GithubActions, "a: 1").is_err());
+        assert!(v.validate(svc("github-actions"), "a: 1").is_err());
     }
 
     #[test]
     fn uri_formats_are_not_checked_but_date_time_is() {
         let schema = br#"{"$schema": "http://json-schema.org/draft-07/schema#",
             "properties": {"u": {"format": "uri"}, "d": {"format": "date-time"}}}"#;
-        let v = Validator::new([(Service::GitlabCi, &schema[..])]).unwrap();
-        assert!(v.validate(Service::GitlabCi, "u: not a uri").unwrap().schema_ok);
-        assert!(!v.validate(Service::GitlabCi, "d: yesterday").unwrap().schema_ok);
-        assert!(v.validate(Service::GitlabCi, "d: '2024-01-02T03:04:05Z'").unwrap().schema_ok);
+        let v = Validator::new([(svc("gitlab-ci"), &schema[..])]).unwrap();
+        assert!(v.validate(svc("gitlab-ci"), "u: not a uri").unwrap().schema_ok);
+        assert!(!v.validate(svc("gitlab-ci"), "d: yesterday").unwrap().schema_ok);
+        assert!(v.validate(svc("gitlab-ci"), "d: '2024-01-02T03:04:05Z'").unwrap().schema_ok);
     }
 
     #[test]

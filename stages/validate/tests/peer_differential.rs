@@ -142,10 +142,16 @@ fn validity_agrees_with_check_jsonschema_on_real_data() {
     assert_eq!(n_outputs, 7908);
     assert_eq!(rows.len(), 7908 + 1318);
 
-    let validator = Validator::new([(Service::GithubActions, &schema(Service::GithubActions)[..])]).unwrap();
+    let validator = Validator::new([(
+        "github-actions".parse::<Service>().unwrap(),
+        &schema("github-actions".parse::<Service>().unwrap())[..],
+    )])
+    .unwrap();
     let start = Instant::now();
-    let ours: Vec<Validity> =
-        rows.par_iter().map(|r| validator.validate(Service::GithubActions, &r.text).unwrap()).collect();
+    let ours: Vec<Validity> = rows
+        .par_iter()
+        .map(|r| validator.validate("github-actions".parse::<Service>().unwrap(), &r.text).unwrap())
+        .collect();
     println!("doc2ci validated {} texts in {:?}", rows.len(), start.elapsed());
 
     let tmp = std::env::temp_dir().join(format!("doc2ci-validity-peer-{}.tsv", std::process::id()));

@@ -3,7 +3,7 @@
 use doc2ci_yaml::{Map, Value};
 
 use super::{all_in, default_of, entries_mut, trim_shell, under, Applied, Jobs, Rule, Service};
-use super::{Wrap, WRAPPER_JOB};
+use super::{AuthorIds, Docs, Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -12,6 +12,64 @@ pub const SERVICE: Service = Service {
     display: "CircleCI",
     schema_asset: "schemas/circleci.json",
     gitlab_reference_tag: false,
+    lint_tools: &["circleci-config-parser"],
+    author_ids: AuthorIds {
+        keys_under: &["jobs", "workflows", "commands", "executors"],
+        items_under: &[],
+        top_level: |_| false,
+    },
+    docs: Docs {
+        // circleci.com/docs, `circleci/circleci-docs` (Antora 3, Asciidoctor, Shiki, Asciidoctor
+        // Tabs): the components `guides`, `reference` and `orbs` (server-admin is versioned and out of
+        // scope; every page also links a Markdown twin `index.md`, and `llms.txt`). Shiki renders
+        // `pre.highlight > code[data-lang=yaml]`; callout markers `<i class="conum"></i><b>(1)</b>`
+        // sit inside the code and would end up in the YAML (Shiki's code has no other `b`: `pre b`);
+        // the info bar under the title is removed by what it holds (`.platform-badge`,
+        // `[data-dropdown]`), never as "the div after the title", which is a page's `#preamble` when
+        // it has no info bar; `NOTE:` admonitions put their text straight into `td.content`;
+        // Asciidoctor Tabs panels are all in the page (JavaScript hides the inactive ones with
+        // `hidden`). A block's title (`div.title`, a listing's caption) is a line of its own, after the
+        // step that introduces the listing, not part of that step's text.
+        profile: "circleci-docs",
+        licence: "not stated in circleci/circleci-docs: ask CircleCI before redistributing",
+        start_urls: &[
+            "/docs/guides/getting-started/first-steps/",
+            "/docs/reference/configuration-reference/",
+            "/docs/orbs/use/orb-intro/",
+        ],
+        allowed_prefixes: &["/docs/guides/", "/docs/reference/", "/docs/orbs/"],
+        exclude_paths: &[".md", "/llms.txt", "/_/"],
+        keep_query: false,
+        sitemap: false,
+        content_root: "article.doc",
+        remove: &[
+            "nav",
+            "aside",
+            "footer",
+            "button",
+            "svg",
+            ".platform-badge",
+            "[data-dropdown]",
+            "h1.page > span",
+            ".subsection-badge",
+            "a.anchor",
+            "i.conum",
+            "pre b",
+            "td.icon",
+            ".source-toolbox",
+            ".tablist",
+        ],
+        yaml_blocks: &[
+            "pre > code[data-lang=\"yaml\"]",
+            "pre > code[data-lang=\"yml\"]",
+            "pre > code.language-yaml",
+            "div.highlight[data-lang=\"yaml\"] > pre",
+        ],
+        code_blocks: &["pre"],
+        more_prose_blocks: &["div.title", ".admonitionblock td.content", ".colist td:last-child", ".hdlist2"],
+        keep_hidden: &[".tabpanel"],
+    },
+    // `version` and at least one of `jobs` or `workflows`.
     standalone: |m| m.contains_key("version") && (m.contains_key("jobs") || m.contains_key("workflows")),
     fragment,
     lift,

@@ -7,6 +7,7 @@ use super::{
     all_in, default_of, entries_mut, items_mut, keys, one_item_list, trim_shell, under, values_as_strings, Applied,
     Jobs, Rule, Service,
 };
+use super::{AuthorIds, Docs};
 use crate::node::Node;
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -15,6 +16,46 @@ pub const SERVICE: Service = Service {
     display: "GitHub Actions",
     schema_asset: "schemas/github-actions.json",
     gitlab_reference_tag: false,
+    lint_tools: &["actionlint", "zizmor"],
+    author_ids: AuthorIds { keys_under: &["jobs"], items_under: &[], top_level: |_| false },
+    docs: Docs {
+        // The Actions part of the free-pro-team docs in English (docs.github.com, `github/docs`:
+        // Next.js; unified/rehype: `code-header`, `annotate`, `alerts`, Liquid `{% mac %}` tool
+        // switchers): other languages (`/ja/`, …) and versions (`/en/enterprise-server@3.x/`,
+        // `/en/enterprise-cloud@latest/`) are other prefixes. `?platform=`, `?tool=` and `?learn=`
+        // only switch what JavaScript shows: queries are dropped. The server sends every `.ghd-tool`
+        // variant and JavaScript hides all but one with an inline style, so a browser crawl must keep
+        // them. Each code block with a copy button carries a `pre[hidden]` twin (hidden, hence
+        // dropped); an annotated example renders its code three times, and only `.annotate-inline`
+        // holds it whole with its comments.
+        profile: "github-docs",
+        licence: "CC-BY-4.0 (GitHub Docs content, github/docs; its code is MIT)",
+        start_urls: &["/en/actions", "/en/actions/get-started/quickstart"],
+        allowed_prefixes: &["/en/actions"],
+        exclude_paths: &[],
+        keep_query: false,
+        sitemap: false,
+        content_root: "main",
+        remove: &[
+            "nav",
+            "aside",
+            "footer",
+            ".code-example > header",
+            "button",
+            "svg",
+            "#article-intro",
+            "[data-container=\"toc\"]",
+            ".ghd-alert-title",
+            ".heading-link-symbol",
+            ".annotate-header",
+            ".annotate-beside",
+        ],
+        yaml_blocks: &["pre > code.language-yaml", "pre > code.language-yml"],
+        code_blocks: &["pre"],
+        more_prose_blocks: &[],
+        keep_hidden: &[".ghd-tool", "[class*=\"platform-\"]"],
+    },
+    // Both `on` and `jobs`: the workflow schema's required keys.
     standalone: |m| m.contains_key("on") && m.contains_key("jobs"),
     fragment,
     lift,

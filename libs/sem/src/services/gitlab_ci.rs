@@ -3,7 +3,7 @@
 use doc2ci_yaml::{Map, Value};
 
 use super::{default_of, keys, one_item_list, trim_shell, under, values_as_strings, Applied, Jobs, Rule, Service};
-use super::{Wrap, WRAPPER_JOB};
+use super::{AuthorIds, Docs, Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -12,6 +12,58 @@ pub const SERVICE: Service = Service {
     display: "GitLab CI",
     schema_asset: "schemas/gitlab-ci.json",
     gitlab_reference_tag: true,
+    lint_tools: &["gitlab-ci-local"],
+    // Every top-level key but the keywords is a job, save `pages`, a job whose name GitLab gives a
+    // meaning (it publishes GitLab Pages).
+    author_ids: AuthorIds {
+        keys_under: &[],
+        items_under: &["stages"],
+        top_level: |k| !GLOBAL_KEYWORDS.contains(&k) && k != "pages",
+    },
+    docs: Docs {
+        // GitLab's CI/CD documentation (docs.gitlab.com, the `doc/` folder of GitLab rendered by its
+        // Hugo site, and the earlier Nanoc/kramdown site, whose markup older snapshots have): `/ci/`
+        // (it was `/ee/ci/`, which redirects there). Numbered archives (`/17.11/ci/…`) start with
+        // another prefix. Hugo renders code as `div.highlight > pre > code.language-yaml[data-lang=yaml]`;
+        // the Nanoc site (and snapshots of it) as kramdown's `div.language-yaml.highlighter-rouge pre >
+        // code`. Alerts put a one-paragraph text straight into the alert's div; tabs split a container
+        // at `.tab-title`, all panels in the page (a browser hides the inactive ones).
+        profile: "gitlab-docs",
+        licence: "CC-BY-SA-4.0 (GitLab documentation content)",
+        start_urls: &["/ci/", "/ci/quick_start/", "/ci/yaml/"],
+        allowed_prefixes: &["/ci/", "/ee/ci/"],
+        exclude_paths: &[],
+        keep_query: false,
+        sitemap: false,
+        content_root: ".docs-content, .article-content, main",
+        remove: &[
+            "nav",
+            "aside",
+            "footer",
+            "button",
+            "svg",
+            "a.anchor",
+            ".help-feedback",
+            "[data-vue-app=\"survey-banner\"]",
+            "[data-vue-app=\"codeblock-toolbar\"]",
+            ".version-history",
+            ".introduced-in",
+            ".availability",
+            "#markdown-toc",
+            ".clip-btn",
+        ],
+        yaml_blocks: &[
+            ".highlight pre > code[data-lang=\"yaml\"]",
+            ".highlight pre > code[data-lang=\"yml\"]",
+            "pre > code.language-yaml",
+            "pre > code.language-yml",
+            "div.language-yaml.highlighter-rouge pre > code",
+            "div.language-yml.highlighter-rouge pre > code",
+        ],
+        code_blocks: &["pre"],
+        more_prose_blocks: &["div.alert", ".alert-body", ".tab-title"],
+        keep_hidden: &[".tab-pane", "[role=\"tabpanel\"]", "[data-vue-app=\"docs-tabs\"] *"],
+    },
     standalone,
     fragment,
     lift,
@@ -125,8 +177,9 @@ pub const JOB_KEYS: &[&str] = &[
 const RUNS: [&str; 4] = ["script", "run", "trigger", "extends"];
 const DEFAULTABLE: [&str; 5] = ["image", "services", "cache", "before_script", "after_script"];
 
-/// A file includes another or has at least one job (a non-hidden, non-global key whose value runs
-/// something).
+/// A file includes another or has at least one visible job: a top-level key that is not a global
+/// keyword and does not start with `.`, whose value is a mapping with `script`, `run`, `trigger`
+/// or `extends` (GitLab refuses a file with no visible job).
 fn standalone(m: &Map) -> bool {
     m.contains_key("include")
         || m.iter().any(|(k, v)| {

@@ -30,6 +30,16 @@ pub struct Service {
     /// Whether the schema check reads YAML's `!reference` tag as GitLab does (check-jsonschema's
     /// GitLab mode).
     pub gitlab_reference_tag: bool,
+    /// The lint tools that check its files (their `tool` names, in the order a partition's rows
+    /// are written): its own validator first, then audits. The tools themselves are the engine's
+    /// (`src/linters`), whose test holds each to exactly one service.
+    pub lint_tools: &'static [&'static str],
+    /// The names an author chooses in its files, which the contamination screen's never-published
+    /// twin renames.
+    pub author_ids: AuthorIds,
+    /// Its official documentation: the licence of what a crawl takes from it, and the built-in
+    /// crawl profile for its markup.
+    pub docs: Docs,
     /// Whether a mapping is a whole file rather than a fragment of one (the validate stage's rule).
     pub standalone: fn(&Map) -> bool,
     /// Which fragment a non-standalone document is; None when no completion rule covers it.
@@ -75,6 +85,44 @@ impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
     }
+}
+
+/// Where a file holds names its author chose (jobs, workflows, commands, stages) rather than the
+/// service's keywords: a never-published twin of a documented example renames exactly these, so
+/// the twin means the same while no model can have read it.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorIds {
+    /// Top-level keys whose mapping's keys are such names (`jobs`).
+    pub keys_under: &'static [&'static str],
+    /// Top-level keys whose list's items are such names (GitLab CI's `stages`).
+    pub items_under: &'static [&'static str],
+    /// Whether a top-level key is itself such a name (GitLab CI's jobs).
+    pub top_level: fn(&str) -> bool,
+}
+
+/// A service's official documentation site as the crawl stage reads it: `profile = "NAME"` in
+/// `pipeline.toml` without a `[profiles]` table (the crawl crate's `builtin`). Each profile is
+/// written for the markup the site's own renderer produces (the evidence is the crawl crate's
+/// `PROFILES.md`); the fields are the crawl profile's keys.
+#[derive(Debug, Clone, Copy)]
+pub struct Docs {
+    /// The built-in profile's name (`github-docs` …).
+    pub profile: &'static str,
+    /// The licence of the site's content, as the release's datasheet states it.
+    pub licence: &'static str,
+    pub start_urls: &'static [&'static str],
+    pub allowed_prefixes: &'static [&'static str],
+    pub exclude_paths: &'static [&'static str],
+    pub keep_query: bool,
+    pub sitemap: bool,
+    pub content_root: &'static str,
+    pub remove: &'static [&'static str],
+    pub yaml_blocks: &'static [&'static str],
+    pub code_blocks: &'static [&'static str],
+    /// Prose blocks beyond every profile's paragraphs, list items and definitions (the site's
+    /// admonitions, tab titles, block captions).
+    pub more_prose_blocks: &'static [&'static str],
+    pub keep_hidden: &'static [&'static str],
 }
 
 /// Where a whole file keeps its jobs.
@@ -240,6 +288,8 @@ mod tests {
     fn each_service_is_named_once_and_every_rule_cites_its_source() {
         let names: Vec<&str> = SERVICES.iter().map(|s| s.name).collect();
         assert_eq!(names, ["github-actions", "circleci", "gitlab-ci", "travis-ci"]);
+        let profiles: std::collections::BTreeSet<&str> = SERVICES.iter().map(|s| s.docs.profile).collect();
+        assert_eq!(profiles.len(), SERVICES.len(), "each service's crawl profile has a name of its own");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/services");
         let (on_disk, listed) = doc2ci_testkit::registry_files(&dir, FILES);
         assert_eq!(on_disk, listed, "every file of src/services is a registered service");
@@ -248,6 +298,11 @@ mod tests {
             assert!(FILES.contains(&s.name.replace('-', "_").as_str()), "{}: no file of that name", s.name);
             assert_eq!(s.schema_asset, format!("schemas/{}.json", s.name));
             assert!(!s.display.is_empty());
+            assert!(!s.docs.licence.is_empty(), "{}: its documentation's licence", s.name);
+            for u in s.docs.start_urls {
+                let under = s.docs.allowed_prefixes.iter().any(|p| u.starts_with(p));
+                assert!(under, "{}: the crawl's start {u} is outside its allowed prefixes", s.name);
+            }
             let mut seen = std::collections::BTreeSet::new();
             for r in s.rules {
                 assert!(seen.insert(r.name), "{}: rule {} listed twice", s.name, r.name);

@@ -4,6 +4,7 @@ use doc2ci_yaml::Value;
 
 use super::Wrap;
 use super::{default_of, items_mut, one_item_list, trim_shell, under, Applied, Jobs, Rule, Service};
+use super::{AuthorIds, Docs};
 use crate::node::{key, Node};
 use crate::Shape;
 
@@ -12,6 +13,54 @@ pub const SERVICE: Service = Service {
     display: "Travis CI",
     schema_asset: "schemas/travis-ci.json",
     gitlab_reference_tag: false,
+    lint_tools: &["schema"],
+    // Names are values (`name:`, `stage:`), and a job that names no stage is in `test`, so renaming
+    // a listed stage would move such jobs: nothing is renamed.
+    author_ids: AuthorIds { keys_under: &[], items_under: &[], top_level: |_| false },
+    docs: Docs {
+        // docs.travis-ci.com, `travis-ci/docs-travis-ci-com` (Jekyll, kramdown + Rouge): the user
+        // documentation (`/user/`), without Travis CI Enterprise's admin pages and the dated
+        // build-environment changelogs. kramdown + Rouge: `div.language-yaml.highlighter-rouge pre >
+        // code`; every heading gets a `#` anchor link, which must not reach its title. In a browser
+        // Prism wraps each block in `div.code-toolbar` with a toolbar naming the language, whose text
+        // would join a list item's.
+        profile: "travis-docs",
+        licence: "MIT (travis-ci/docs-travis-ci-com, README)",
+        start_urls: &[
+            "/user/for-beginners/",
+            "/user/tutorial/",
+            "/user/customizing-the-build/",
+            "/user/job-lifecycle/",
+            "/user/languages/",
+        ],
+        allowed_prefixes: &["/user/"],
+        exclude_paths: &["/user/enterprise/", "/user/build-environment-updates/"],
+        keep_query: false,
+        sitemap: false,
+        content_root: "main#main, main",
+        remove: &[
+            "nav",
+            "footer",
+            "button",
+            // An inline icon's `<title>` is not text a reader reads (found by the extraction fuzz).
+            "svg",
+            "aside.improve-page",
+            "#toc",
+            "a.toc-anchor",
+            ".code-toolbar > .toolbar",
+        ],
+        yaml_blocks: &[
+            "div.language-yaml.highlighter-rouge pre > code",
+            "div.language-yml.highlighter-rouge pre > code",
+            "figure.highlight pre > code[data-lang=\"yaml\"]",
+            "pre > code.language-yaml",
+        ],
+        code_blocks: &["pre"],
+        more_prose_blocks: &[".note-box"],
+        keep_hidden: &[],
+    },
+    // At least one of `language`, `script`, `jobs` or `matrix`: Travis defaults the rest, and a
+    // file with only `deploy:` or `notifications:` is a section.
     standalone: |m| ["language", "script", "jobs", "matrix"].iter().any(|k| m.contains_key(k)),
     fragment,
     lift,
