@@ -238,7 +238,9 @@ struct RawStudy {
 #[serde(deny_unknown_fields)]
 struct RawService {
     name: Spanned<String>,
-    display: String,
+    /// The service's name in prompts and tables; the registry's when left out.
+    #[serde(default)]
+    display: Option<String>,
 }
 
 const IMPORT_FORMATS: &[&str] = &["llm4ci", "csv", "jsonl", "parquet"];
@@ -347,7 +349,18 @@ impl Config {
                 return cx.err(span, "services.name", format!("duplicate service `{}`", s.name.get_ref()));
             }
             let line = cx.line(s.name.span().start);
-            services.push(Service { name: s.name.into_inner(), display: s.display, line });
+            let display = match (s.display, doc2ci_sem::service(s.name.get_ref())) {
+                (Some(d), _) => d,
+                (None, Some(known)) => known.display.to_string(),
+                (None, None) => {
+                    return cx.err(
+                        span,
+                        "services.display",
+                        format!("`{}` is not one of doc2ci's services: give its display name", s.name.get_ref()),
+                    )
+                }
+            };
+            services.push(Service { name: s.name.into_inner(), display, line });
         }
         let sources = sources::sources(&cx, source_entries, &services, &raw.profiles)?;
         let models = models::models(&cx, model_entries, &services, &sources)?;

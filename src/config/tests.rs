@@ -50,6 +50,16 @@ fn wrong_type_names_line() {
     assert!(e.contains("line 4"), "{e}");
 }
 
+#[test]
+fn a_service_display_name_defaults_to_the_registry_s() {
+    let c = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"gitlab-ci\"\n").unwrap();
+    assert_eq!(c.services[0].display, "GitLab CI");
+    let c = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"gitlab-ci\"\ndisplay = \"GL\"\n").unwrap();
+    assert_eq!(c.services[0].display, "GL");
+    let e = parse("[study]\nwarehouse = \"w\"\n[[services]]\nname = \"drone\"\n").unwrap_err().to_string();
+    assert!(e.contains("pipeline.toml:3:") && e.contains("services.display") && e.contains("`drone`"), "{e}");
+}
+
 const HEAD: &str =
     "[study]\nwarehouse = \"w\"\n[[services]]\nname = \"github-actions\"\ndisplay = \"GitHub Actions\"\n";
 
