@@ -500,7 +500,7 @@ fn gc(config: &Path, ui: &Ui) -> Result<()> {
     }
     // Browsers of killed crawls (we hold the lock: none is in use) and their profile folders.
     let browsers = wh.meta().join("browser");
-    let reaped = crate::crawl::fetch::reap_orphans(&browsers);
+    let reaped = crate::crawl::browser::reap_orphans(&browsers);
     if reaped > 0 {
         ui.info(&format!("killed {reaped} browser process(es) left by a killed crawl"));
     }

@@ -8,18 +8,20 @@
 //! the frontier is rebuilt from the checkpointed pages' links, so a killed crawl resumes without
 //! fetching a finished page again (only a page whose fetch was under way when it was killed).
 
+pub mod browser;
 pub mod fetch;
+mod frontier;
 pub mod netns;
 pub mod server;
 mod settings;
 
 pub use settings::Settings;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use doc2ci_crawl::{in_scope, normalize, Scope};
+use doc2ci_crawl::{normalize, Scope};
 use doc2ci_rows::Page;
 use serde::Serialize;
 use url::Url;
@@ -27,7 +29,9 @@ use url::Url;
 use crate::config::{CrawlSource, Source};
 use crate::engine::Ctx;
 
-use fetch::{Browser, Fetched, Http, Validators};
+use browser::Browser;
+use fetch::{Fetched, Http, Validators};
+use frontier::{shown, Frontier};
 
 /// A 304 answer: the previous crawl's page, as it was, with the validators the server sent now.
 fn reused(f: Fetched, pg: &Page) -> Fetched {
@@ -48,11 +52,11 @@ pub fn resolve_backend(p: &Settings, spec: &CrawlSource) -> String {
     match spec.backend.as_deref().unwrap_or(&p.backend) {
         "auto" => {
             if p.webdriver.is_some()
-                || (fetch::which(&p.chromedriver).is_some()
+                || (browser::which(&p.chromedriver).is_some()
                     && (p.chromium.is_some()
-                        || fetch::which("chromium").is_some()
-                        || fetch::which("chromium-browser").is_some()
-                        || fetch::which("google-chrome").is_some()))
+                        || browser::which("chromium").is_some()
+                        || browser::which("chromium-browser").is_some()
+                        || browser::which("google-chrome").is_some()))
             {
                 "webdriver".into()
             } else {
@@ -63,8 +67,6 @@ pub fn resolve_backend(p: &Settings, spec: &CrawlSource) -> String {
     }
 }
 
-/// Served folders have no stable origin (the port changes per run): their pages are recorded
-/// by path, remote sites by full URL.
 /// A page of the previous crawl, as far as dating needs it.
 struct Prior {
     fetched_at: String,
@@ -102,17 +104,6 @@ async fn sitemap(client: &Http, url: &Url, resolve: &impl Fn(&str) -> Result<Url
         }
     }
     urls
-}
-
-fn shown(u: &Url, served: bool) -> String {
-    if served {
-        match u.query() {
-            Some(q) => format!("{}?{q}", u.path()),
-            None => u.path().to_string(),
-        }
-    } else {
-        u.to_string()
-    }
 }
 
 struct RateLimit {
@@ -179,88 +170,28 @@ pub fn crawl(p: &Settings, site: &Site, backend: &str, cx: &Ctx) -> Result<(Vec<
     handle.block_on(crawl_async(p, site, backend.to_string(), cx))
 }
 
+/// The crawl of one source: where it starts, its robots.txt and scope, the previous crawl's pages,
+/// the frontier, the browser, the rate policy, then fetch → row → checkpoint until the frontier
+/// or `max_pages` ends; each part is its own function below.
 async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
     let profile = &site.reach;
     let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
-    let _server;
-    let (origin, served) = match (&site.serve, &site.url) {
-        (Some(dir), _) => {
-            let s = server::Server::start(dir, "127.0.0.1:0", None)?;
-            let o = Url::parse(&s.origin())?;
-            _server = Some(s);
-            (o, true)
-        }
-        (None, Some(u)) => {
-            _server = None;
-            (Url::parse(u).with_context(|| format!("source `{}`: url", site.source))?, false)
-        }
-        _ => unreachable!("config checked: serve or url"),
-    };
+    let (origin, _server) = origin(site)?;
+    let served = _server.is_some();
     let resolve = |s: &str| origin.join(s).map_err(|e| anyhow!("source `{}`: bad URL `{s}`: {e}", site.source));
-
-    let robots_client = Http::new(
-        p,
-        &Scope {
-            origin: origin.clone(),
-            prefixes: vec!["/".into()],
-            exclude: vec![],
-            robots: doc2ci_crawl::Robots::allow_all(),
-        },
-        site.auth.as_ref(),
-    )?;
-    let robots = robots_client.robots(&origin).await;
-    let scope = Scope {
-        origin: origin.clone(),
-        prefixes: profile.allowed_prefixes.clone(),
-        exclude: profile.exclude_paths.clone(),
-        robots,
-    };
+    let (robots_client, scope) = scope(p, site, &origin).await?;
     let http = Http::new(p, &scope, site.auth.as_ref())?;
-
-    // The previous crawl of this partition: pages of a remote site younger than max_age are reused
-    // as they are; the others with validators are asked again conditionally (a 304 transfers nothing).
-    let mut cache: HashMap<String, Page> = HashMap::new();
-    let mut previous: HashMap<String, Page> = HashMap::new();
-    // What the previous crawl saw at each URL: whether the HTML changed since dates new examples.
-    let mut prior: HashMap<String, Prior> = HashMap::new();
-    let now = chrono::Utc::now();
-    for pg in wh.read::<Page>(&cx.node.part).unwrap_or_default() {
-        if pg.error.is_some() {
-            continue;
-        }
-        if let Some(h) = &pg.html {
-            let seen =
-                Prior { fetched_at: pg.fetched_at.clone(), html: hash_of(h), changed_after: pg.changed_after.clone() };
-            prior.insert(pg.requested_url.clone(), seen);
-        }
-        let fresh = !served
-            && p.max_age_hours > 0.0
-            && chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ")
-                .map(|t| (now.naive_utc() - t).num_seconds() as f64 / 3600.0 < p.max_age_hours)
-                .unwrap_or(false);
-        if fresh {
-            cache.insert(pg.requested_url.clone(), pg);
-        } else if pg.html.is_some() && (pg.etag.is_some() || pg.last_modified.is_some()) {
-            previous.insert(pg.requested_url.clone(), pg);
-        }
-    }
+    let cache = PageCache::of(wh.read::<Page>(&cx.node.part).unwrap_or_default(), served, p.max_age_hours);
 
     let mut pages = cx.batches::<Page>()?;
     let resumed = pages.rows().len();
-
     // The frontier: start URLs, then every checkpointed page's links, minus what is done.
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut queue: VecDeque<(Url, u32)> = VecDeque::new();
-    let mut out_of_scope: HashMap<&'static str, usize> = HashMap::new();
+    let frontier_cap = p.max_pages.saturating_mul(50).max(10_000);
+    let mut frontier = Frontier::new(&scope, profile.keep_query, served, frontier_cap);
     for s in &profile.start_urls {
-        let u = normalize(&resolve(s)?, profile.keep_query);
-        if let Some(why) = in_scope(&u, &scope) {
-            ui.info(&format!("{}: start URL {u} skipped: {why}", label));
-            *out_of_scope.entry(why).or_default() += 1;
-            continue;
-        }
-        if seen.insert(shown(&u, served)) {
-            queue.push_back((u, 0));
+        let u = resolve(s)?;
+        if let Err(why) = frontier.start(&u, true) {
+            ui.info(&format!("{}: start URL {} skipped: {why}", label, normalize(&u, profile.keep_query)));
         }
     }
     // The sitemap dates pages (`lastmod`) whether or not it also starts the crawl.
@@ -280,71 +211,26 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
         if let Some(d) = lastmod {
             lastmods.insert(shown(&u, served), d);
         }
-        if profile.sitemap && in_scope(&u, &scope).is_none() && seen.insert(shown(&u, served)) {
-            queue.push_back((u, 0));
+        if profile.sitemap && frontier.start(&u, false) == Ok(true) {
             from_sitemap += 1;
         }
     }
     if profile.sitemap {
         ui.info(&format!("{}: {from_sitemap} start URLs from {sitemap_url}", label));
     }
-    let mut done: HashSet<String> = HashSet::new();
-    for pg in pages.rows() {
-        done.insert(pg.requested_url.clone());
-        done.insert(pg.url.clone());
-        for l in &pg.links {
-            if seen.insert(l.clone()) {
-                queue.push_back((resolve(l)?, pg.depth + 1));
-            }
-        }
-    }
-    queue.retain(|(u, _)| !done.contains(&shown(u, served)));
+    frontier.resume(pages.rows(), resolve)?;
     if resumed > 0 {
-        ui.info(&format!("{}: resuming after {resumed} pages, {} URLs queued", label, queue.len()));
+        ui.info(&format!("{}: resuming after {resumed} pages, {} URLs queued", label, frontier.queue.len()));
     }
 
     let mut browser = None;
     if backend == "webdriver" {
-        // A crawl killed earlier may have left its browser behind: this run holds the lock, so it is not in use.
-        let reaped = fetch::reap_orphans(&wh.meta().join("browser"));
-        if reaped > 0 {
-            ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", label));
-        }
-        let scratch = wh.meta().join("browser").join(crate::warehouse::unique());
-        if let Err(why) = fetch::browser_sandbox() {
-            ui.info(&format!(
-                "{label}: Chromium runs without its sandbox ({why}); pages see no credentials of this environment"
-            ));
-        }
-        let b = Browser::start(p, scratch, &origin).await?;
-        match b.unconfined() {
-            Some(why) => ui.info(&format!(
-                "{label}: Chromium's network is this machine's ({why}): an in-scope page's scripts can reach what it reaches"
-            )),
-            None => ui.info(&format!("{label}: Chromium reaches {} and nothing else (a network namespace)", origin.origin().ascii_serialization())),
-        }
-        browser = Some(b);
+        browser = Some(start_browser(p, cx, &origin).await?);
     }
     let concurrency = if browser.is_some() { 1 } else { p.concurrency };
-    // A remote site is asked at most `remote_rate_limit` times a second, and no faster than its
-    // robots.txt Crawl-delay; a folder doc2ci serves itself only by `rate_limit`.
-    let per_sec = match (served, p.rate_limit > 0.0) {
-        (true, _) => p.rate_limit,
-        (false, true) => p.rate_limit.min(p.remote_rate_limit),
-        (false, false) => p.remote_rate_limit,
-    };
-    let mut interval = (per_sec > 0.0).then(|| Duration::from_secs_f64(1.0 / per_sec));
-    if let Some(d) = scope.robots.crawl_delay.filter(|d| *d > 0.0) {
-        interval = Some(interval.unwrap_or_default().max(Duration::from_secs_f64(d)));
-    }
-    let mut rate = RateLimit { interval, next: Instant::now() };
-    let (mut not_modified, mut transferred) = (0usize, 0u64);
+    let mut rate = RateLimit { interval: interval(p, served, scope.robots.crawl_delay), next: Instant::now() };
+    let mut tally = Tally::default();
     let mut inflight: VecDeque<(Url, u32, Job)> = VecDeque::new();
-    let (mut too_deep, mut from_cache) = (0usize, 0usize);
-    // URLs pages ended at (redirects, meta refresh): fetched already, skipped when they come up.
-    let mut landed_at: HashSet<String> = HashSet::new();
-    let frontier_cap = p.max_pages.saturating_mul(50).max(10_000);
-    let mut beyond_frontier = 0usize;
     let t0 = Instant::now();
     let result: Result<()> = async {
         loop {
@@ -355,170 +241,42 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
                 Some((_, _, Job::Task(h))) => h.is_finished(),
                 None => false,
             };
-            let can_start =
-                inflight.len() < concurrency && pages.rows().len() + inflight.len() < p.max_pages && !queue.is_empty();
+            let can_start = inflight.len() < concurrency
+                && pages.rows().len() + inflight.len() < p.max_pages
+                && !frontier.queue.is_empty();
             if !front_done && can_start {
                 let wait = rate.until_next();
                 if !wait.is_zero() && !inflight.is_empty() {
                     tokio::time::sleep(wait.min(Duration::from_millis(5))).await;
                     continue;
                 }
-                let (u, depth) = queue.pop_front().expect("checked non-empty");
-                if landed_at.contains(&shown(&u, served)) {
-                    continue;
-                }
-                if depth > p.max_depth {
-                    too_deep += 1;
+                let (u, depth) = frontier.queue.pop_front().expect("checked non-empty");
+                if frontier.skip(&u, depth, p.max_depth) {
                     continue;
                 }
                 let key = shown(&u, served);
-                if let Some(c) = cache.get(&key) {
-                    from_cache += 1;
-                    let f = Fetched {
-                        final_url: resolve(&c.url)?,
-                        status: c.status,
-                        content_type: c.content_type.clone(),
-                        encoding: c.encoding.clone(),
-                        bytes: c.bytes,
-                        html: c.html.clone(),
-                        error: None,
-                        ms: 0,
-                        etag: c.etag.clone(),
-                        last_modified: c.last_modified.clone(),
-                        not_modified: false,
-                        transferred: 0,
-                    };
-                    inflight.push_back((u, depth, Job::Ready(f)));
-                    continue;
-                }
-                rate.wait().await;
-                let prev = previous.get(&key);
-                let job = match (&mut browser, prev) {
-                    // Asked conditionally through plain HTTP whichever the backend: unchanged pages
-                    // keep the previous crawl's HTML without a browser load.
-                    (b, Some(pg)) => {
-                        let v = Validators { etag: pg.etag.clone(), last_modified: pg.last_modified.clone() };
-                        let f = http.fetch(&u, Some(&v)).await;
-                        match b {
-                            _ if f.not_modified => Job::Ready(reused(f, pg)),
-                            Some(b) => Job::Ready(b.fetch(&u).await),
-                            None => Job::Ready(f),
-                        }
-                    }
-                    (Some(b), None) => {
-                        let mut f = b.fetch(&u).await;
-                        if !served && f.html.is_some() {
-                            // One more request to the site: paced like the others.
-                            rate.wait().await;
-                            let v = http.validators(&u).await;
-                            (f.etag, f.last_modified) = (v.etag, v.last_modified);
-                        }
+                let job = match cache.fresh(&key, &resolve)? {
+                    Some(f) => {
+                        tally.from_cache += 1;
                         Job::Ready(f)
                     }
-                    (None, None) => {
-                        let (h, u2) = (http.clone(), u.clone());
-                        Job::Task(tokio::spawn(async move { h.fetch(&u2, None).await }))
+                    None => {
+                        rate.wait().await;
+                        fetch(&u, cache.previous.get(&key), &http, browser.as_mut(), &mut rate, served).await
                     }
                 };
                 inflight.push_back((u, depth, job));
                 continue;
             }
             let Some((u, depth, job)) = inflight.pop_front() else { break };
-            let mut f = match job {
+            let f = match job {
                 Job::Ready(f) => f,
                 Job::Task(h) => h.await.map_err(|e| anyhow!("fetch task of {u} failed: {e}"))?,
             };
-            // Where the page really ended (a browser follows redirects, meta refreshes and script
-            // navigation itself): outside the scope, nothing of it is stored or extracted.
-            let landed = normalize(&f.final_url, profile.keep_query);
-            let off_site = landed.origin() != origin.origin();
-            if let Some(why) = in_scope(&landed, &scope) {
-                f.error = Some(format!(
-                    "ended at {}, outside the crawl's scope ({why}): a redirect, meta refresh or script navigation left it",
-                    doc2ci_llm::redact_url(landed.as_str())
-                ));
-                f.html = None;
-            }
-            let mut links = Vec::new();
-            if let Some(html) = &f.html {
-                for l in doc2ci_crawl::links(html, &f.final_url) {
-                    let l = normalize(&l, profile.keep_query);
-                    if let Some(why) = in_scope(&l, &scope) {
-                        *out_of_scope.entry(why).or_default() += 1;
-                        continue;
-                    }
-                    let s = shown(&l, served);
-                    // A bounded frontier: a page of a million links (or a site that makes them up)
-                    // cannot grow memory without end; what was left out is counted.
-                    if seen.len() >= frontier_cap && !seen.contains(&s) {
-                        beyond_frontier += 1;
-                        continue;
-                    }
-                    if seen.insert(s.clone()) {
-                        links.push(s);
-                        queue.push_back((l, depth + 1));
-                    }
-                }
-            }
-            // A page that ended on another origin is recorded by its full URL, never as a local path.
-            let final_shown =
-                if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { shown(&landed, served) };
-            // The operator's name for this page: the page is a variant (or a redirect stub) of it.
-            // Extraction reads one page per canonical URL, the canonical page itself where it was
-            // fetched, so that page is still fetched: a stub of jekyll-redirect-from names its
-            // target as canonical and holds none of its content.
-            let mut canonical = None;
-            if p.canonical {
-                if let Some(c) = f.html.as_deref().and_then(|h| doc2ci_crawl::canonical(h, &f.final_url)) {
-                    let c = normalize(&c, profile.keep_query);
-                    let cs = shown(&c, served);
-                    if in_scope(&c, &scope).is_none() && cs != final_shown {
-                        if seen.insert(cs.clone()) {
-                            // A link of this page, so a resumed crawl queues it again.
-                            links.push(cs.clone());
-                            queue.push_back((c, depth + 1));
-                        }
-                        canonical = Some(cs);
-                    }
-                }
-            }
-            not_modified += f.not_modified as usize;
-            transferred += f.transferred;
-            // The browser may end elsewhere (meta refresh): never fetch that URL again either.
-            seen.insert(final_shown.clone());
-            landed_at.insert(final_shown.clone());
-            let requested = shown(&u, served);
-            let sitemap_lastmod = lastmods.get(&final_shown).or_else(|| lastmods.get(&requested)).cloned();
-            let changed_after = match (prior.get(&requested), &f.html) {
-                (Some(pr), Some(h)) if pr.html == hash_of(h) => pr.changed_after.clone(),
-                (Some(pr), Some(_)) => Some(pr.fetched_at.clone()),
-                _ => None,
-            };
-            let page = Page {
-                service: site.service.clone(),
-                source: site.source.clone(),
-                seq: pages.rows().len() as u64,
-                requested_url: shown(&u, served),
-                url: final_shown,
-                depth,
-                backend: backend.clone(),
-                status: f.status,
-                content_type: f.content_type,
-                encoding: f.encoding,
-                bytes: f.bytes,
-                html: f.html,
-                links,
-                error: f.error,
-                fetched_at: crate::warehouse::now(),
-                fetch_ms: f.ms,
-                etag: f.etag,
-                last_modified: f.last_modified,
-                canonical,
-                not_modified: f.not_modified,
-                transferred: f.transferred,
-                sitemap_lastmod,
-                changed_after,
-            };
+            let landing = Landing { requested: shown(&u, served), depth, seq: pages.rows().len() as u64 };
+            let page = row(p, site, &backend, &origin, &mut frontier, &cache, &lastmods, landing, f);
+            tally.not_modified += page.not_modified as usize;
+            tally.transferred += page.transferred;
             if let Some(e) = &page.error {
                 ui.info(&format!("{}: {}: {e}", label, page.requested_url));
             }
@@ -534,31 +292,377 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
     result?;
     let pages = pages.into_rows();
     let secs = t0.elapsed().as_secs_f64();
-    let failed = pages.iter().filter(|p| p.error.is_some()).count();
-    let mut note = format!("{} pages ({} failed) via {backend} in {secs:.1}s", pages.len(), failed);
-    if resumed > 0 {
-        note.push_str(&format!(", {resumed} from the checkpoint"));
-    }
-    if from_cache > 0 {
-        note.push_str(&format!(", {from_cache} from the page cache"));
-    }
-    if not_modified > 0 {
-        note.push_str(&format!(", {not_modified} unchanged (304)"));
-    }
-    note.push_str(&format!(", {transferred} bytes transferred"));
-    if !queue.is_empty() {
-        note.push_str(&format!("; stopped at max_pages = {} with {} URLs not fetched", p.max_pages, queue.len()));
-    }
-    if beyond_frontier > 0 {
-        note.push_str(&format!("; {beyond_frontier} links not queued: the frontier holds at most {frontier_cap} URLs"));
-    }
-    if too_deep > 0 {
-        note.push_str(&format!("; {too_deep} URLs beyond max_depth = {}", p.max_depth));
-    }
-    let mut oos: Vec<String> = out_of_scope.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    oos.sort();
-    if !oos.is_empty() {
-        note.push_str(&format!("; links not followed: {}", oos.join(", ")));
-    }
+    let note = tally.note(&pages, &backend, secs, resumed, &frontier, p);
     Ok((pages, note))
+}
+
+/// Where the crawl starts: a folder doc2ci serves (its server, held as long as the crawl runs) or
+/// the source's URL.
+fn origin(site: &Site) -> Result<(Url, Option<server::Server>)> {
+    match (&site.serve, &site.url) {
+        (Some(dir), _) => {
+            let s = server::Server::start(dir, "127.0.0.1:0", None)?;
+            Ok((Url::parse(&s.origin())?, Some(s)))
+        }
+        (None, Some(u)) => Ok((Url::parse(u).with_context(|| format!("source `{}`: url", site.source))?, None)),
+        _ => unreachable!("config checked: serve or url"),
+    }
+}
+
+/// The site's robots.txt, read once with a client that may ask anything of the origin (which
+/// also reads the sitemap), and the scope it and the profile give.
+async fn scope(p: &Settings, site: &Site, origin: &Url) -> Result<(Http, Scope)> {
+    let everything = Scope {
+        origin: origin.clone(),
+        prefixes: vec!["/".into()],
+        exclude: vec![],
+        robots: doc2ci_crawl::Robots::allow_all(),
+    };
+    let client = Http::new(p, &everything, site.auth.as_ref())?;
+    let robots = client.robots(origin).await;
+    let reach = &site.reach;
+    let scope = Scope {
+        origin: origin.clone(),
+        prefixes: reach.allowed_prefixes.clone(),
+        exclude: reach.exclude_paths.clone(),
+        robots,
+    };
+    Ok((client, scope))
+}
+
+/// The previous crawl of this partition: pages of a remote site younger than `max_age_hours` are
+/// reused as they are; the others with validators are asked again conditionally (a 304 transfers
+/// nothing); and what it saw at each URL dates new examples (whether the HTML changed since).
+struct PageCache {
+    fresh: HashMap<String, Page>,
+    previous: HashMap<String, Page>,
+    prior: HashMap<String, Prior>,
+}
+
+impl PageCache {
+    fn of(pages: Vec<Page>, served: bool, max_age_hours: f64) -> PageCache {
+        let mut c = PageCache { fresh: HashMap::new(), previous: HashMap::new(), prior: HashMap::new() };
+        let now = chrono::Utc::now();
+        for pg in pages {
+            if pg.error.is_some() {
+                continue;
+            }
+            if let Some(h) = &pg.html {
+                let seen = Prior {
+                    fetched_at: pg.fetched_at.clone(),
+                    html: hash_of(h),
+                    changed_after: pg.changed_after.clone(),
+                };
+                c.prior.insert(pg.requested_url.clone(), seen);
+            }
+            let fresh = !served
+                && max_age_hours > 0.0
+                && chrono::NaiveDateTime::parse_from_str(&pg.fetched_at, "%Y-%m-%dT%H:%M:%SZ")
+                    .map(|t| (now.naive_utc() - t).num_seconds() as f64 / 3600.0 < max_age_hours)
+                    .unwrap_or(false);
+            if fresh {
+                c.fresh.insert(pg.requested_url.clone(), pg);
+            } else if pg.html.is_some() && (pg.etag.is_some() || pg.last_modified.is_some()) {
+                c.previous.insert(pg.requested_url.clone(), pg);
+            }
+        }
+        c
+    }
+
+    /// The page at `key` as a fetch answer, when the previous crawl's copy is young enough.
+    fn fresh(&self, key: &str, resolve: &impl Fn(&str) -> Result<Url>) -> Result<Option<Fetched>> {
+        let Some(c) = self.fresh.get(key) else { return Ok(None) };
+        Ok(Some(Fetched {
+            final_url: resolve(&c.url)?,
+            status: c.status,
+            content_type: c.content_type.clone(),
+            encoding: c.encoding.clone(),
+            bytes: c.bytes,
+            html: c.html.clone(),
+            error: None,
+            ms: 0,
+            etag: c.etag.clone(),
+            last_modified: c.last_modified.clone(),
+            not_modified: false,
+            transferred: 0,
+        }))
+    }
+
+    /// Since when the page at `requested` is as it is now: the previous crawl's date when its HTML
+    /// changed, what that crawl said when it did not, nothing for a new page.
+    fn changed_after(&self, requested: &str, html: Option<&str>) -> Option<String> {
+        match (self.prior.get(requested), html) {
+            (Some(pr), Some(h)) if pr.html == hash_of(h) => pr.changed_after.clone(),
+            (Some(pr), Some(_)) => Some(pr.fetched_at.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Starts the browser for a webdriver crawl, first killing any a killed crawl left behind (this
+/// run holds the warehouse's lock, so none is in use), and says how confined it is.
+async fn start_browser(p: &Settings, cx: &Ctx<'_>, origin: &Url) -> Result<Browser> {
+    let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
+    let reaped = browser::reap_orphans(&browser::scratch_root(wh));
+    if reaped > 0 {
+        ui.info(&format!("{}: killed {reaped} browser process(es) left by a killed crawl", label));
+    }
+    let scratch = browser::scratch_root(wh).join(crate::warehouse::unique());
+    if let Err(why) = browser::browser_sandbox() {
+        ui.info(&format!(
+            "{label}: Chromium runs without its sandbox ({why}); pages see no credentials of this environment"
+        ));
+    }
+    let b = Browser::start(p, scratch, origin).await?;
+    match b.unconfined() {
+        Some(why) => ui.info(&format!(
+            "{label}: Chromium's network is this machine's ({why}): an in-scope page's scripts can reach what it reaches"
+        )),
+        None => ui.info(&format!(
+            "{label}: Chromium reaches {} and nothing else (a network namespace)",
+            origin.origin().ascii_serialization()
+        )),
+    }
+    Ok(b)
+}
+
+/// The pause between two requests' starts: a remote site is asked at most `remote_rate_limit`
+/// times a second, and no faster than its robots.txt Crawl-delay; a folder doc2ci serves itself
+/// only by `rate_limit`. None: no pause.
+fn interval(p: &Settings, served: bool, crawl_delay: Option<f64>) -> Option<Duration> {
+    let per_sec = match (served, p.rate_limit > 0.0) {
+        (true, _) => p.rate_limit,
+        (false, true) => p.rate_limit.min(p.remote_rate_limit),
+        (false, false) => p.remote_rate_limit,
+    };
+    let mut interval = (per_sec > 0.0).then(|| Duration::from_secs_f64(1.0 / per_sec));
+    if let Some(d) = crawl_delay.filter(|d| *d > 0.0) {
+        interval = Some(interval.unwrap_or_default().max(Duration::from_secs_f64(d)));
+    }
+    interval
+}
+
+/// Fetches `u` (its pace already waited for): conditionally through plain HTTP when the previous
+/// crawl has it with validators, whichever the backend (an unchanged page keeps its HTML without a
+/// browser load); else in the browser, or over HTTP on a task of its own.
+async fn fetch(
+    u: &Url,
+    prev: Option<&Page>,
+    http: &Http,
+    browser: Option<&mut Browser>,
+    rate: &mut RateLimit,
+    served: bool,
+) -> Job {
+    match (browser, prev) {
+        (b, Some(pg)) => {
+            let v = Validators { etag: pg.etag.clone(), last_modified: pg.last_modified.clone() };
+            let f = http.fetch(u, Some(&v)).await;
+            match b {
+                _ if f.not_modified => Job::Ready(reused(f, pg)),
+                Some(b) => Job::Ready(b.fetch(u).await),
+                None => Job::Ready(f),
+            }
+        }
+        (Some(b), None) => {
+            let mut f = b.fetch(u).await;
+            if !served && f.html.is_some() {
+                // One more request to the site: paced like the others.
+                rate.wait().await;
+                let v = http.validators(u).await;
+                (f.etag, f.last_modified) = (v.etag, v.last_modified);
+            }
+            Job::Ready(f)
+        }
+        (None, None) => {
+            let (h, u2) = (http.clone(), u.clone());
+            Job::Task(tokio::spawn(async move { h.fetch(&u2, None).await }))
+        }
+    }
+}
+
+/// A fetched URL as the crawl asked for it.
+struct Landing {
+    requested: String,
+    depth: u32,
+    seq: u64,
+}
+
+/// The `pages` row of a fetch: where the page really ended (outside the scope, nothing of it is
+/// kept), its links and canonical URL handed to the frontier, its dates.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    p: &Settings,
+    site: &Site,
+    backend: &str,
+    origin: &Url,
+    frontier: &mut Frontier,
+    cache: &PageCache,
+    lastmods: &HashMap<String, String>,
+    at: Landing,
+    mut f: Fetched,
+) -> Page {
+    let keep_query = site.reach.keep_query;
+    // Where the page really ended (a browser follows redirects, meta refreshes and script
+    // navigation itself): outside the scope, nothing of it is stored or extracted.
+    let landed = normalize(&f.final_url, keep_query);
+    let off_site = landed.origin() != origin.origin();
+    if let Some(why) = frontier.out_of_scope_of(&landed) {
+        f.error = Some(format!(
+            "ended at {}, outside the crawl's scope ({why}): a redirect, meta refresh or script navigation left it",
+            doc2ci_llm::redact_url(landed.as_str())
+        ));
+        f.html = None;
+    }
+    let mut links = Vec::new();
+    if let Some(html) = &f.html {
+        links.extend(doc2ci_crawl::links(html, &f.final_url).iter().filter_map(|l| frontier.link(l, at.depth)));
+    }
+    // A page that ended on another origin is recorded by its full URL, never as a local path.
+    let final_shown = if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { frontier.shown(&landed) };
+    // The operator's name for this page: the page is a variant (or a redirect stub) of it.
+    let canonical = match f.html.as_deref().filter(|_| p.canonical) {
+        Some(h) => doc2ci_crawl::canonical(h, &f.final_url)
+            .and_then(|c| frontier.canonical(&c, &final_shown, at.depth, &mut links)),
+        None => None,
+    };
+    frontier.landed(&final_shown);
+    let sitemap_lastmod = lastmods.get(&final_shown).or_else(|| lastmods.get(&at.requested)).cloned();
+    let changed_after = cache.changed_after(&at.requested, f.html.as_deref());
+    Page {
+        service: site.service.clone(),
+        source: site.source.clone(),
+        seq: at.seq,
+        requested_url: at.requested,
+        url: final_shown,
+        depth: at.depth,
+        backend: backend.to_string(),
+        status: f.status,
+        content_type: f.content_type,
+        encoding: f.encoding,
+        bytes: f.bytes,
+        html: f.html,
+        links,
+        error: f.error,
+        fetched_at: crate::warehouse::now(),
+        fetch_ms: f.ms,
+        etag: f.etag,
+        last_modified: f.last_modified,
+        canonical,
+        not_modified: f.not_modified,
+        transferred: f.transferred,
+        sitemap_lastmod,
+        changed_after,
+    }
+}
+
+/// What the run note counts beyond the frontier's own.
+#[derive(Default)]
+struct Tally {
+    from_cache: usize,
+    not_modified: usize,
+    transferred: u64,
+}
+
+impl Tally {
+    /// The partition's run note: pages, failures, where they came from, and why the crawl stopped
+    /// short of anything.
+    fn note(&self, pages: &[Page], backend: &str, secs: f64, resumed: usize, f: &Frontier, p: &Settings) -> String {
+        let failed = pages.iter().filter(|p| p.error.is_some()).count();
+        let mut note = format!("{} pages ({} failed) via {backend} in {secs:.1}s", pages.len(), failed);
+        if resumed > 0 {
+            note.push_str(&format!(", {resumed} from the checkpoint"));
+        }
+        if self.from_cache > 0 {
+            note.push_str(&format!(", {} from the page cache", self.from_cache));
+        }
+        if self.not_modified > 0 {
+            note.push_str(&format!(", {} unchanged (304)", self.not_modified));
+        }
+        note.push_str(&format!(", {} bytes transferred", self.transferred));
+        if !f.queue.is_empty() {
+            note.push_str(&format!("; stopped at max_pages = {} with {} URLs not fetched", p.max_pages, f.queue.len()));
+        }
+        if f.beyond_cap > 0 {
+            note.push_str(&format!("; {} links not queued: the frontier holds at most {} URLs", f.beyond_cap, f.cap));
+        }
+        if f.too_deep > 0 {
+            note.push_str(&format!("; {} URLs beyond max_depth = {}", f.too_deep, p.max_depth));
+        }
+        let mut oos: Vec<String> = f.out_of_scope.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        oos.sort();
+        if !oos.is_empty() {
+            note.push_str(&format!("; links not followed: {}", oos.join(", ")));
+        }
+        note
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pace_is_the_slowest_of_the_limits_that_apply() {
+        let mut p = Settings { rate_limit: 0.0, remote_rate_limit: 2.0, ..Settings::default() };
+        assert_eq!(interval(&p, true, None), None, "a served folder: only rate_limit, here none");
+        assert_eq!(interval(&p, false, None), Some(Duration::from_millis(500)));
+        assert_eq!(interval(&p, false, Some(3.0)), Some(Duration::from_secs(3)), "robots.txt's Crawl-delay");
+        p.rate_limit = 10.0;
+        assert_eq!(interval(&p, true, Some(3.0)), Some(Duration::from_secs(3)));
+        assert_eq!(interval(&p, false, None), Some(Duration::from_millis(500)), "a remote site: at most 2/s");
+        p.rate_limit = 1.0;
+        assert_eq!(interval(&p, false, Some(0.0)), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn the_page_cache_reuses_young_pages_asks_old_ones_conditionally_and_dates_changes() {
+        let at = |hours_ago: i64| {
+            (chrono::Utc::now() - chrono::Duration::hours(hours_ago)).format("%Y-%m-%dT%H:%M:%SZ").to_string()
+        };
+        let page = |url: &str, fetched_at: String, etag: Option<&str>, error: Option<&str>| Page {
+            service: "travis-ci".into(),
+            source: "docs".into(),
+            seq: 0,
+            requested_url: url.into(),
+            url: url.into(),
+            depth: 0,
+            backend: "http".into(),
+            status: Some(200),
+            content_type: None,
+            encoding: None,
+            bytes: 4,
+            html: Some(format!("<p>{url}</p>")),
+            links: vec![],
+            error: error.map(String::from),
+            fetched_at,
+            fetch_ms: 0,
+            etag: etag.map(String::from),
+            last_modified: None,
+            canonical: None,
+            not_modified: false,
+            transferred: 4,
+            sitemap_lastmod: None,
+            changed_after: Some("2020-01-01T00:00:00Z".into()),
+        };
+        let pages = vec![
+            page("https://x.example.com/young", at(1), None, None),
+            page("https://x.example.com/old", at(48), Some("\"v1\""), None),
+            page("https://x.example.com/old-no-etag", at(48), None, None),
+            page("https://x.example.com/failed", at(1), None, Some("503")),
+        ];
+        let c = PageCache::of(pages.clone(), false, 24.0);
+        let resolve = |s: &str| Url::parse(s).map_err(anyhow::Error::from);
+        let young = c.fresh("https://x.example.com/young", &resolve).unwrap().unwrap();
+        assert_eq!((young.transferred, young.html.as_deref()), (0, Some("<p>https://x.example.com/young</p>")));
+        assert!(c.fresh("https://x.example.com/old", &resolve).unwrap().is_none());
+        assert!(c.previous.contains_key("https://x.example.com/old"));
+        assert!(!c.previous.contains_key("https://x.example.com/old-no-etag"), "nothing to ask conditionally");
+        assert!(!c.prior.contains_key("https://x.example.com/failed"));
+        let same = c.changed_after("https://x.example.com/old", Some("<p>https://x.example.com/old</p>"));
+        assert_eq!(same.as_deref(), Some("2020-01-01T00:00:00Z"), "unchanged: the earlier date stands");
+        assert_eq!(c.changed_after("https://x.example.com/old", Some("<p>new</p>")), Some(at(48)));
+        assert_eq!(c.changed_after("https://x.example.com/new", Some("<p>new</p>")), None);
+        // A folder doc2ci serves is never reused by age: it is read again every run.
+        assert!(PageCache::of(pages, true, 24.0).fresh.is_empty());
+    }
 }
