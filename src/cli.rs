@@ -480,100 +480,24 @@ fn status(config: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `doc2ci gc`: each owner removes what it no longer needs (the engine its stale partitions and
+/// dead checkpoints, the crawl its browsers, the warehouse killed writes, the request cache its
+/// half-written entries); this only adds up what they say.
 fn gc(config: &Path, ui: &Ui) -> Result<()> {
     let cfg = crate::jobs::load(config)?;
     let p = crate::jobs::pipeline(&cfg)?;
     let wh = p.warehouse();
     let _lock = crate::engine::Lock::take(&wh)?;
-    let mut st = crate::engine::State::load(&wh)?;
-    let mut freed = 0u64;
-    let mut removed = 0usize;
-    let plan = p.plan()?;
-    for s in &plan.stale {
-        if let Some(part) = Partition::from_id(crate::jobs::tables::TABLES, s) {
-            freed += dir_size(&wh.file(&part));
-            wh.remove(&part)?;
-        }
-        st.partitions.remove(s);
-        removed += 1;
-        ui.info(&format!("removed stale partition {s}"));
-    }
-    // Browsers of killed crawls (we hold the lock: none is in use) and their profile folders.
-    let browsers = wh.meta().join("browser");
-    let reaped = crate::crawl::browser::reap_orphans(&browsers);
-    if reaped > 0 {
-        ui.info(&format!("killed {reaped} browser process(es) left by a killed crawl"));
-    }
-    freed += dir_size(&browsers);
-    if let Ok(rd) = std::fs::read_dir(&browsers) {
-        removed += rd.count();
-    }
-    let _ = std::fs::remove_dir_all(&browsers);
-    // Half-written files of killed runs (an atomic write's temporary, never renamed into place).
-    fn tmp_files(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                tmp_files(&p, out);
-            } else if e.file_name().to_string_lossy().contains(".tmp-") {
-                out.push(p);
-            }
-        }
-    }
-    let mut tmps = Vec::new();
-    tmp_files(&wh.root, &mut tmps);
-    for t in tmps {
-        freed += dir_size(&t);
-        if std::fs::remove_file(&t).is_ok() {
-            removed += 1;
-        }
-    }
-    // Staging leftovers of killed runs, and checkpoints no run will resume: of partitions that
-    // have since finished under that key, that the study no longer declares, or whose key has
-    // moved on (a changed setting or input: the next run starts afresh under its new key).
-    let staging = wh.meta().join("staging");
-    freed += dir_size(&staging);
-    let _ = std::fs::remove_dir_all(&staging);
-    let next_key: std::collections::HashMap<String, Option<String>> =
-        plan.items.iter().map(|i| (p.nodes[i.node].part.id(), i.key.as_ref().map(|k| k[..16].to_string()))).collect();
-    let ck = wh.meta().join("checkpoints");
-    if let Ok(rd) = std::fs::read_dir(&ck) {
-        for e in rd.flatten() {
-            let id = e.file_name().to_string_lossy().replace('~', "/");
-            let current = st.partitions.get(&id).map(|p| p.key[..16].to_string());
-            for k in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
-                let name = k.file_name().to_string_lossy().into_owned();
-                let resumable = match next_key.get(&id) {
-                    None => false,
-                    // An upstream partition runs first: its key is not known yet.
-                    Some(None) => true,
-                    Some(Some(next)) => *next == name,
-                };
-                if !resumable || current.as_deref() == Some(name.as_str()) {
-                    freed += dir_size(&k.path());
-                    let _ = std::fs::remove_dir_all(k.path());
-                    removed += 1;
-                }
-            }
-            let _ = std::fs::remove_dir(e.path());
-        }
-    }
-    // Entries of the shared request cache that a killed writer left half-written.
+    let mut swept = p.gc(&wh, ui)?;
+    swept += crate::crawl::browser::sweep(&wh, ui);
+    swept += wh.sweep_leftovers();
     if let Some(c) = &cfg.request_cache {
-        let (n, bytes) = crate::backends::RequestCache::new(c).sweep();
-        if n > 0 {
-            ui.info(&format!("removed {n} half-written request cache file(s) in {}", c.dir.display()));
+        let (items, bytes) = crate::backends::RequestCache::new(c).sweep();
+        if items > 0 {
+            ui.info(&format!("removed {items} half-written request cache file(s) in {}", c.dir.display()));
         }
-        (removed, freed) = (removed + n, freed + bytes);
+        swept += crate::warehouse::Swept { items, bytes };
     }
-    st.save(&wh)?;
-    println!("gc: removed {removed} items, freed {freed} bytes");
+    println!("gc: removed {} items, freed {} bytes", swept.items, swept.bytes);
     Ok(())
-}
-
-fn dir_size(p: &Path) -> u64 {
-    if p.is_file() {
-        return std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    }
-    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
 }

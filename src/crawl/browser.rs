@@ -125,6 +125,20 @@ pub fn scratch_root(wh: &crate::warehouse::Warehouse) -> PathBuf {
     wh.meta().join("browser")
 }
 
+/// `doc2ci gc` (which holds the lock, so no browser is in use): kills every browser a killed crawl
+/// left and removes every browser's folders.
+pub fn sweep(wh: &crate::warehouse::Warehouse, ui: &crate::ui::Ui) -> crate::warehouse::Swept {
+    let dir = scratch_root(wh);
+    let reaped = reap_orphans(&dir);
+    if reaped > 0 {
+        ui.info(&format!("killed {reaped} browser process(es) left by a killed crawl"));
+    }
+    let bytes = crate::warehouse::disk_size(&dir);
+    let items = std::fs::read_dir(&dir).map(|rd| rd.count()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&dir);
+    crate::warehouse::Swept { items, bytes }
+}
+
 const TMP_PREFIX: &str = "doc2ci-browser-";
 
 /// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX`

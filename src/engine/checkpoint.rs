@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::warehouse::{atomic_write, encode_rows, read_file_rows, Partition, Warehouse};
+use crate::warehouse::{atomic_write, disk_size, encode_rows, read_file_rows, Partition, Swept, Warehouse};
 
 /// Batches of a long stage, written as they finish so a killed run resumes after the last one.
 pub struct Checkpoint {
@@ -20,6 +20,23 @@ impl Checkpoint {
     /// The checkpoint of partition `p` under cache key `key`: another key, another folder.
     pub fn at(wh: &Warehouse, p: &Partition, key: &str) -> Checkpoint {
         Checkpoint { dir: wh.meta().join("checkpoints").join(p.id().replace('/', "~")).join(&key[..16]) }
+    }
+
+    /// Removes every checkpoint for which `keep(partition id, key prefix)` is false.
+    pub fn sweep(wh: &Warehouse, keep: impl Fn(&str, &str) -> bool) -> Swept {
+        let mut swept = Swept::default();
+        for e in fs::read_dir(wh.meta().join("checkpoints")).into_iter().flatten().flatten() {
+            let id = e.file_name().to_string_lossy().replace('~', "/");
+            for k in fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                if !keep(&id, &k.file_name().to_string_lossy()) {
+                    swept.bytes += disk_size(&k.path());
+                    let _ = fs::remove_dir_all(k.path());
+                    swept.items += 1;
+                }
+            }
+            let _ = fs::remove_dir(e.path());
+        }
+        swept
     }
 
     /// Rows of finished batches, how far into the input the last one reached, how many

@@ -5,6 +5,7 @@
 //! engine is tested with toy jobs (`tests.rs`) and `src/jobs/` can grow without touching it.
 
 mod checkpoint;
+mod gc;
 mod plan;
 mod run;
 mod state;

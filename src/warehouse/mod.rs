@@ -106,6 +106,28 @@ pub struct Warehouse {
     pub root: PathBuf,
 }
 
+/// What a sweep (`doc2ci gc`) removed: how many things, and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    pub items: usize,
+    pub bytes: u64,
+}
+
+impl std::ops::AddAssign for Swept {
+    fn add_assign(&mut self, o: Swept) {
+        self.items += o.items;
+        self.bytes += o.bytes;
+    }
+}
+
+/// The bytes under `p`, a file or a folder (0 when it is not there).
+pub fn disk_size(p: &Path) -> u64 {
+    if p.is_file() {
+        return fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    }
+    fs::read_dir(p).map(|rd| rd.flatten().map(|e| disk_size(&e.path())).sum()).unwrap_or(0)
+}
+
 impl Warehouse {
     pub fn new(root: &Path) -> Self {
         Self { root: root.to_path_buf() }
@@ -114,6 +136,34 @@ impl Warehouse {
     /// `_doc2ci/`: the engine's bookkeeping and the caches, outside every table folder.
     pub fn meta(&self) -> PathBuf {
         self.root.join("_doc2ci")
+    }
+
+    /// What killed runs left of this layer's writes: [`atomic_write`]'s temporaries that were never
+    /// renamed into place, and the staging folder. Only while no run holds the lock.
+    pub fn sweep_leftovers(&self) -> Swept {
+        fn temporaries(d: &Path, out: &mut Vec<PathBuf>) {
+            for e in fs::read_dir(d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    temporaries(&p, out);
+                } else if e.file_name().to_string_lossy().contains(".tmp-") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut swept = Swept::default();
+        let mut tmps = Vec::new();
+        temporaries(&self.root, &mut tmps);
+        for t in tmps {
+            swept.bytes += disk_size(&t);
+            if fs::remove_file(&t).is_ok() {
+                swept.items += 1;
+            }
+        }
+        let staging = self.meta().join("staging");
+        swept.bytes += disk_size(&staging);
+        let _ = fs::remove_dir_all(&staging);
+        swept
     }
 
     /// This warehouse's id, made once: what a mirror records as its owner.
