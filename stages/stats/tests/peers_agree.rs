@@ -91,12 +91,13 @@ enum Ours {
     Value(f64),
 }
 
-#[test]
-fn statistics_match_scipy_statsmodels_sklearn() {
-    let mut cases: Vec<(String, Value, Ours)> = Vec::new();
-    let mut add = |name: String, input: Value, ours: Ours| cases.push((name, input, ours));
+/// One case: its name, the peer's input, and our answer.
+type Case = (String, Value, Ours);
 
-    // ---- crafted: ties, zeros, tiny n; every method branch ----
+/// Crafted inputs: ties, zeros, tiny n; every method branch.
+fn crafted_cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = Vec::new();
+    let mut add = |name: String, input: Value, ours: Ours| cases.push((name, input, ours));
     let wil_cases: Vec<(&str, Vec<f64>, Vec<f64>)> = vec![
         ("n=5 exact", vec![1.1, 2.3, 0.4, 5.0, 3.3], vec![0.2, 2.9, 1.0, 1.0, 0.2]),
         ("n=6 one sign exact", vec![2.0, 3.0, 4.5, 5.0, 6.25, 7.0], vec![1.0; 6]),
@@ -190,8 +191,13 @@ fn statistics_match_scipy_statsmodels_sklearn() {
             Ours::Value(st::pass_at_k(n, c, k)),
         );
     }
+    cases
+}
 
-    // ---- real: the six llm4ci models on their 725 common GitHub Actions pairs ----
+/// The six llm4ci models on their 725 common GitHub Actions pairs, tested as the study tests them.
+fn real_cases() -> Vec<Case> {
+    let mut cases: Vec<Case> = Vec::new();
+    let mut add = |name: String, input: Value, ours: Ours| cases.push((name, input, ours));
     let r = real();
     let models: Vec<&String> = r.by_model.keys().collect();
     let pairs: Vec<&String> =
@@ -285,8 +291,11 @@ fn statistics_match_scipy_statsmodels_sklearn() {
             );
         }
     }
+    cases
+}
 
-    // ---- run the peer once over every case ----
+/// The peer's answer to every case, from one run of `peers/stats.py`.
+fn peer_answers(cases: &[Case]) -> Vec<Value> {
     let dir = std::env::temp_dir().join(format!("doc2ci-stats-peer-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("cases.json");
@@ -302,55 +311,67 @@ fn statistics_match_scipy_statsmodels_sklearn() {
     let peer: Vec<Value> = serde_json::from_slice(&out.stdout).expect("peer prints JSON");
     assert_eq!(peer.len(), cases.len());
     let _ = std::fs::remove_dir_all(&dir);
+    peer
+}
 
-    let mut methods: BTreeMap<String, usize> = BTreeMap::new();
-    for ((name, _, ours), pv) in cases.iter().zip(&peer) {
-        match ours {
-            Ours::Test(t) => match t {
-                None => assert!(pv["statistic"].is_null() && pv["p"].is_null(), "{name}: ours None, peer {pv}"),
-                Some(t) => {
-                    close(t.statistic, &pv["statistic"], 1e-9, name);
-                    close_p(t.p, &pv["p"], name);
-                    *methods.entry(format!("{} {}", name.split(' ').next().unwrap(), t.method)).or_default() += 1;
-                }
-            },
-            Ours::Wil(w) => {
-                let w = w.as_ref().expect(name);
-                close(w.statistic, &pv["statistic"], 1e-9, name);
-                close_p(w.p, &pv["p"], name);
-                close(w.rank_biserial, &pv["rank_biserial"], 1e-9, name);
-                *methods.entry(format!("wilcoxon {}", w.method)).or_default() += 1;
-            }
-            Ours::Mwu(t, delta) => {
-                let t = t.as_ref().expect(name);
+/// Asserts that our answer to one case agrees with the peer's; counts the p-value method taken.
+fn agree(name: &str, ours: &Ours, pv: &Value, methods: &mut BTreeMap<String, usize>) {
+    match ours {
+        Ours::Test(t) => match t {
+            None => assert!(pv["statistic"].is_null() && pv["p"].is_null(), "{name}: ours None, peer {pv}"),
+            Some(t) => {
                 close(t.statistic, &pv["statistic"], 1e-9, name);
                 close_p(t.p, &pv["p"], name);
-                close(*delta, &pv["cliffs_delta"], 1e-9, name);
-                *methods.entry(format!("mannwhitneyu {}", t.method)).or_default() += 1;
+                *methods.entry(format!("{} {}", name.split(' ').next().unwrap(), t.method)).or_default() += 1;
             }
-            Ours::Holm(h) => {
-                let pa = pv["adjusted"].as_array().unwrap();
-                assert_eq!(h.len(), pa.len(), "{name}");
-                for (o, p) in h.iter().zip(pa) {
-                    close_p(*o, p, name);
-                }
-            }
-            Ours::Kappa(k) => close(k.expect(name), &pv["kappa"], 1e-9, name),
-            Ours::Pair(lo, hi) => {
-                close(*lo, &pv["low"], 1e-12, name);
-                close(*hi, &pv["high"], 1e-12, name);
-            }
-            Ours::Boot(lo, hi) => {
-                // Different resamples: agree to a small fraction of the interval's width.
-                let (pl, ph) = (pv["low"].as_f64().unwrap(), pv["high"].as_f64().unwrap());
-                let w = ph - pl;
-                assert!(
-                    (lo - pl).abs() < 0.1 * w && (hi - ph).abs() < 0.1 * w,
-                    "{name}: ours [{lo}, {hi}], scipy [{pl}, {ph}]"
-                );
-            }
-            Ours::Value(v) => close(*v, &pv["value"], 1e-12, name),
+        },
+        Ours::Wil(w) => {
+            let w = w.as_ref().expect(name);
+            close(w.statistic, &pv["statistic"], 1e-9, name);
+            close_p(w.p, &pv["p"], name);
+            close(w.rank_biserial, &pv["rank_biserial"], 1e-9, name);
+            *methods.entry(format!("wilcoxon {}", w.method)).or_default() += 1;
         }
+        Ours::Mwu(t, delta) => {
+            let t = t.as_ref().expect(name);
+            close(t.statistic, &pv["statistic"], 1e-9, name);
+            close_p(t.p, &pv["p"], name);
+            close(*delta, &pv["cliffs_delta"], 1e-9, name);
+            *methods.entry(format!("mannwhitneyu {}", t.method)).or_default() += 1;
+        }
+        Ours::Holm(h) => {
+            let pa = pv["adjusted"].as_array().unwrap();
+            assert_eq!(h.len(), pa.len(), "{name}");
+            for (o, p) in h.iter().zip(pa) {
+                close_p(*o, p, name);
+            }
+        }
+        Ours::Kappa(k) => close(k.expect(name), &pv["kappa"], 1e-9, name),
+        Ours::Pair(lo, hi) => {
+            close(*lo, &pv["low"], 1e-12, name);
+            close(*hi, &pv["high"], 1e-12, name);
+        }
+        Ours::Boot(lo, hi) => {
+            // Different resamples: agree to a small fraction of the interval's width.
+            let (pl, ph) = (pv["low"].as_f64().unwrap(), pv["high"].as_f64().unwrap());
+            let w = ph - pl;
+            assert!(
+                (lo - pl).abs() < 0.1 * w && (hi - ph).abs() < 0.1 * w,
+                "{name}: ours [{lo}, {hi}], scipy [{pl}, {ph}]"
+            );
+        }
+        Ours::Value(v) => close(*v, &pv["value"], 1e-12, name),
+    }
+}
+
+#[test]
+fn statistics_match_scipy_statsmodels_sklearn() {
+    let mut cases = crafted_cases();
+    cases.extend(real_cases());
+    let peer = peer_answers(&cases);
+    let mut methods: BTreeMap<String, usize> = BTreeMap::new();
+    for ((name, _, ours), pv) in cases.iter().zip(&peer) {
+        agree(name, ours, pv, &mut methods);
     }
     // Every p-value branch was exercised.
     for m in [
