@@ -220,29 +220,9 @@ mod tests {
         let mut f = Frontier::new(&sc, false, true, 100);
         f.start(&url("/user/a/"), true).unwrap();
         let page = |req: &str, at: &str, links: &[&str]| doc2ci_rows::Page {
-            service: "travis-ci".into(),
-            source: "docs".into(),
-            seq: 0,
-            requested_url: req.into(),
             url: at.into(),
-            depth: 0,
-            backend: "http".into(),
-            status: Some(200),
-            content_type: None,
-            encoding: None,
-            bytes: 0,
-            html: None,
             links: links.iter().map(|s| s.to_string()).collect(),
-            error: None,
-            fetched_at: String::new(),
-            fetch_ms: 0,
-            etag: None,
-            last_modified: None,
-            canonical: None,
-            not_modified: false,
-            transferred: 0,
-            sitemap_lastmod: None,
-            changed_after: None,
+            ..doc2ci_testkit::page(req)
         };
         let pages = [page("/user/a/", "/user/a/", &["/user/b/", "/user/c/"]), page("/user/b/", "/user/b2/", &[])];
         f.resume(&pages, |s| Ok(url(s))).unwrap();

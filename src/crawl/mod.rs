@@ -620,29 +620,14 @@ mod tests {
             (chrono::Utc::now() - chrono::Duration::hours(hours_ago)).format("%Y-%m-%dT%H:%M:%SZ").to_string()
         };
         let page = |url: &str, fetched_at: String, etag: Option<&str>, error: Option<&str>| Page {
-            service: "travis-ci".into(),
-            source: "docs".into(),
-            seq: 0,
-            requested_url: url.into(),
-            url: url.into(),
-            depth: 0,
-            backend: "http".into(),
-            status: Some(200),
-            content_type: None,
-            encoding: None,
             bytes: 4,
             html: Some(format!("<p>{url}</p>")),
-            links: vec![],
             error: error.map(String::from),
             fetched_at,
-            fetch_ms: 0,
             etag: etag.map(String::from),
-            last_modified: None,
-            canonical: None,
-            not_modified: false,
             transferred: 4,
-            sitemap_lastmod: None,
             changed_after: Some("2020-01-01T00:00:00Z".into()),
+            ..doc2ci_testkit::page(url)
         };
         let pages = vec![
             page("https://x.example.com/young", at(1), None, None),

@@ -179,6 +179,36 @@ impl OldScore {
     }
 }
 
+/// A page fetched over HTTP at `url` (requested and landed there), status 200, nothing else set:
+/// the crawl tests' pages, each setting what it is about with `..page(url)`.
+pub fn page(url: &str) -> doc2ci_rows::Page {
+    doc2ci_rows::Page {
+        service: "github-actions".into(),
+        source: "docs".into(),
+        seq: 0,
+        requested_url: url.into(),
+        url: url.into(),
+        depth: 0,
+        backend: "http".into(),
+        status: Some(200),
+        content_type: None,
+        encoding: None,
+        bytes: 0,
+        html: None,
+        links: vec![],
+        error: None,
+        fetched_at: String::new(),
+        fetch_ms: 0,
+        etag: None,
+        last_modified: None,
+        canonical: None,
+        not_modified: false,
+        transferred: 0,
+        sitemap_lastmod: None,
+        changed_after: None,
+    }
+}
+
 /// A GitHub Actions pair of one copy, for the score tests.
 pub fn pair(id: &str, reference: &str) -> doc2ci_rows::Pair {
     doc2ci_rows::Pair {

@@ -285,28 +285,11 @@ mod tests {
     fn page(fetched: &str, last_modified: Option<&str>, lastmod: Option<&str>, changed_after: Option<&str>) -> Page {
         Page {
             service: "s".into(),
-            source: "docs".into(),
-            seq: 0,
-            requested_url: "/a".into(),
-            url: "/a".into(),
-            depth: 0,
-            backend: "http".into(),
-            status: Some(200),
-            content_type: None,
-            encoding: None,
-            bytes: 0,
-            html: None,
-            links: vec![],
-            error: None,
             fetched_at: fetched.into(),
-            fetch_ms: 0,
-            etag: None,
             last_modified: last_modified.map(str::to_string),
-            canonical: None,
-            not_modified: false,
-            transferred: 0,
             sitemap_lastmod: lastmod.map(str::to_string),
             changed_after: changed_after.map(str::to_string),
+            ..doc2ci_testkit::page("/a")
         }
     }
 

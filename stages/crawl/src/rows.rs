@@ -146,29 +146,10 @@ mod tests {
 
     fn page(seq: u64, url: &str, canonical: Option<&str>) -> Page {
         Page {
-            service: "github-actions".into(),
-            source: "docs".into(),
             seq,
-            requested_url: url.into(),
-            url: url.into(),
-            depth: 0,
-            backend: "http".into(),
-            status: Some(200),
-            content_type: None,
-            encoding: None,
-            bytes: 0,
             html: Some(format!("<main><h2>{url}</h2><p>Run it.</p></main>")),
-            links: vec![],
-            error: None,
-            fetched_at: String::new(),
-            fetch_ms: 0,
-            etag: None,
-            last_modified: None,
             canonical: canonical.map(str::to_string),
-            not_modified: false,
-            transferred: 0,
-            sitemap_lastmod: None,
-            changed_after: None,
+            ..doc2ci_testkit::page(url)
         }
     }
 
