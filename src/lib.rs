@@ -152,7 +152,7 @@ mod layout {
         let uses = uses();
         assert!(uses["jobs/repair"].contains("generation"), "{:?}", uses["jobs/repair"]);
         assert!(uses["generation/batch"].contains("generation"), "{:?}", uses["generation/batch"]);
-        assert!(uses["jobs/repair"].contains("jobs/validate"), "{:?}", uses["jobs/repair"]);
+        assert!(uses["jobs/repair"].contains("jobs/tables"), "{:?}", uses["jobs/repair"]);
         assert!(uses["engine/run"].contains("engine/plan"), "{:?}", uses["engine/run"]);
         // A grouped import: `use super::{install, sandbox, Limits, Tool};`.
         assert!(uses["linters/gitlab_ci_local"].contains("linters/sandbox"), "{:?}", uses["linters/gitlab_ci_local"]);

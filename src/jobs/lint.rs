@@ -40,6 +40,20 @@ impl Section for Settings {
     const NAME: &'static str = "lint";
 }
 
+/// A repair round quotes the validator's findings with `feedback = ["schema", "lint"]`.
+pub const CHECK: super::Check = super::Check {
+    settings: super::SectionType::of::<Settings>(),
+    table: LINTS,
+    on: |cfg| Ok(cfg.section::<Settings>()?.enabled),
+    references: Some(|cfg, g, service, pairs| {
+        add_references(&cfg.section()?, g, service, pairs);
+        Ok(())
+    }),
+    add: |cfg, g, at| Ok(add(&cfg.section()?, g, at.service, at.generations)),
+    feedback: Some("lint"),
+    stats: true,
+};
+
 fn default_timeout() -> u64 {
     20
 }

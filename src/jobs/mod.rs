@@ -4,7 +4,8 @@
 //!
 //! A new stage is one file here plus one line in [`declare`] and, when it takes settings, one
 //! line in [`SECTIONS`]: its `[stages.NAME]` type is declared in its file (or in the module it
-//! calls, when that module reads the settings too: `crawl`, `generation`).
+//! calls, when that module reads the settings too: `crawl`, `generation`). A new per-output check
+//! is one file here and one line in [`CHECKS`], which carries its settings too.
 
 mod contamination;
 mod crawl;
@@ -32,19 +33,18 @@ use crate::config::{Config, Section, SourceKind};
 use doc2ci_validate::Service;
 
 use crate::engine::{Graph, Pipeline};
+use crate::warehouse::TableDef;
 use tables::{GENERATIONS, PAIRS};
 
 pub use dedupe::Settings as DedupeSettings;
 pub use generate::{error_verdict, export_finetune, export_requests, request_errors, PROMPT_VERSION};
 pub use report::Settings as ReportSettings;
 
-/// Every `[stages.NAME]` section, by the type that reads it.
-pub const SECTIONS: &[SectionType] = &[
+/// The `[stages.NAME]` sections of the stages that are not per-output checks, by the type that
+/// reads it; [`sections`] adds the checks'.
+const SECTIONS: &[SectionType] = &[
     SectionType::of::<import::Settings>(),
     SectionType::of::<dedupe::Settings>(),
-    SectionType::of::<validate::Settings>(),
-    SectionType::of::<score::Settings>(),
-    SectionType::of::<lint::Settings>(),
     SectionType::of::<crate::crawl::Settings>(),
     SectionType::of::<crate::generation::Settings>(),
     SectionType::of::<repair::Settings>(),
@@ -52,6 +52,55 @@ pub const SECTIONS: &[SectionType] = &[
     SectionType::of::<stats::Settings>(),
     SectionType::of::<report::Settings>(),
 ];
+
+/// Every `[stages.NAME]` section: the stages', then each check's.
+pub fn sections() -> impl Iterator<Item = &'static SectionType> {
+    SECTIONS.iter().chain(CHECKS.iter().map(|c| &c.settings))
+}
+
+/// The per-output checks, in the order their nodes are declared (and stats reads them): each
+/// reads every answer of every generations partition, repair rounds included, and writes one
+/// partition beside it. [`quality`], repair's rounds and stats' inputs iterate this list, so a
+/// new check is its crate, its job file (its settings and its [`Check`]) and one line here.
+const CHECKS: &[Check] = &[validate::CHECK, lint::CHECK, score::CHECK];
+
+/// What the study needs to know of a per-output check.
+pub struct Check {
+    /// Its `[stages.NAME]` section (its name is the check's).
+    settings: SectionType,
+    /// The table it writes, one partition per generations partition.
+    table: TableDef,
+    /// Whether the study runs it.
+    on: fn(&Config) -> Result<bool>,
+    /// Declares the check of each reference of one service's pairs partition, when it checks them.
+    references: Option<fn(&Config, &mut Graph, Service, usize) -> Result<()>>,
+    /// Declares the check of one generations partition (any round); returns its node.
+    add: fn(&Config, &mut Graph, Answers) -> Result<usize>,
+    /// The name a repair round's `feedback` gives its findings, when a round can quote them.
+    feedback: Option<&'static str>,
+    /// Whether stats (and the report) read its rows.
+    stats: bool,
+}
+
+/// The generations partition a check is declared for.
+#[derive(Clone, Copy)]
+pub struct Answers {
+    service: Service,
+    /// The service's pairs partition (the references).
+    pairs: usize,
+    generations: usize,
+}
+
+/// The checks the study runs, in [`CHECKS`]' order.
+fn checks_on(cfg: &Config) -> Result<Vec<&'static Check>> {
+    let mut on = Vec::new();
+    for c in CHECKS {
+        if (c.on)(cfg)? {
+            on.push(c);
+        }
+    }
+    Ok(on)
+}
 
 /// One section's type, erased: read (and checked) as written, or its defaults.
 pub struct SectionType {
@@ -83,27 +132,31 @@ pub fn load(file: &Path) -> Result<Config> {
 /// [`load`]'s checks, for a config parsed from text.
 pub fn check(cfg: &Config) -> Result<()> {
     for (name, line) in &cfg.stages.written {
-        if !SECTIONS.iter().any(|s| s.name == name) {
-            let known: Vec<_> = SECTIONS.iter().map(|s| s.name).collect();
+        if !sections().any(|s| s.name == name) {
+            let known: Vec<_> = sections().map(|s| s.name).collect();
             bail!("{}:{line}: `stages.{name}`: unknown stage (one of {})", cfg.file.display(), known.join(", "));
         }
     }
-    for s in SECTIONS {
+    for s in sections() {
         (s.read)(cfg)?;
     }
-    // validate, score and lint know the registry's services; any other name would silently get no
-    // rows (a typo hiding a whole service's results), so it is an error while either stage is on.
-    let on = Quality::of(cfg)?;
-    if on.validate.0.enabled || on.score.0.enabled || on.lint.enabled {
+    // The checks know the registry's services; any other name would silently get no rows (a typo
+    // hiding a whole service's results), so it is an error while any check is on.
+    let on = checks_on(cfg)?;
+    if !on.is_empty() {
         if let Some(svc) = cfg.services.iter().find(|s| s.name.parse::<Service>().is_err()) {
             let known: Vec<&str> = Service::all().map(Service::name).collect();
+            let names: Vec<&str> = on.iter().map(|c| c.settings.name).collect();
+            let off: Vec<String> = on.iter().map(|c| format!("[stages.{}]", c.settings.name)).collect();
             bail!(
-                "{}:{}: `services.name`: unknown service `{}`: validate, score and lint know {} (another \
-                 name needs [stages.validate], [stages.score] and [stages.lint] enabled = false)",
+                "{}:{}: `services.name`: unknown service `{}`: {} know {} (another name needs {} \
+                 enabled = false)",
                 cfg.file.display(),
                 svc.line,
                 svc.name,
-                known.join(", ")
+                names.join(", "),
+                known.join(", "),
+                off.join(", ")
             );
         }
     }
@@ -127,19 +180,6 @@ impl Default for Switch {
 
 fn yes() -> bool {
     true
-}
-
-/// The settings of the three stages that check every generations partition.
-struct Quality {
-    validate: validate::Settings,
-    score: score::Settings,
-    lint: lint::Settings,
-}
-
-impl Quality {
-    fn of(cfg: &Config) -> Result<Quality> {
-        Ok(Quality { validate: cfg.section()?, score: cfg.section()?, lint: cfg.section()? })
-    }
 }
 
 /// Every node of the study, each stage adding to what the earlier ones declared.
@@ -168,32 +208,24 @@ pub fn declare(cfg: &Config) -> Result<Graph> {
     Ok(g)
 }
 
-/// validate, lint and score: each service's references, then per generations partition its
-/// validations, lints and scores (the order stats reads them in).
+/// The checks: each service's references, then per generations partition each check in
+/// [`CHECKS`]' order (the order stats reads them in).
 fn quality(cfg: &Config, g: &mut Graph) -> Result<()> {
-    let on = Quality::of(cfg)?;
-    let (validate, score, lint) = (on.validate.0.enabled, on.score.0.enabled, on.lint.enabled);
+    let on = checks_on(cfg)?;
     for d in g.all(PAIRS.name) {
         let name = g.part(d).get("service").unwrap_or_default().to_string();
-        // A service outside the four has no schema and no metrics context: nothing to check.
+        // A service outside the registry has no schema and no metrics context: nothing to check.
         let Ok(service) = name.parse::<Service>() else { continue };
-        if validate {
-            validate::add_references(g, service, d)?;
-        }
-        if lint {
-            lint::add_references(&on.lint, g, service, d);
+        for c in &on {
+            if let Some(references) = c.references {
+                references(cfg, g, service, d)?;
+            }
         }
         let gens: Vec<usize> =
             g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).get("service") == Some(&name)).collect();
-        for gi in gens {
-            if validate {
-                validate::add(g, service, gi)?;
-            }
-            if lint {
-                lint::add(&on.lint, g, service, gi);
-            }
-            if score {
-                score::add(g, d, gi)?;
+        for generations in gens {
+            for c in &on {
+                (c.add)(cfg, g, Answers { service, pairs: d, generations })?;
             }
         }
     }

@@ -11,7 +11,7 @@ use doc2ci_rows::{Generation, Lint, Pair, Validation};
 use doc2ci_validate::Service;
 use serde::{Deserialize, Serialize};
 
-use super::tables::{GENERATIONS, LINTS, PAIRS, REPAIRS, VALIDATIONS};
+use super::tables::{GENERATIONS, PAIRS, REPAIRS};
 use crate::config::{Config, Model, Place, Section};
 use crate::engine::{Ctx, Graph, Job, Node, Output};
 use crate::generation::{owed, prompt_options, run_items, summary, Asker, Item};
@@ -52,12 +52,6 @@ fn default_rounds() -> u32 {
     2
 }
 
-impl Settings {
-    pub fn lint_feedback(&self) -> bool {
-        self.feedback.iter().any(|f| f == "lint")
-    }
-}
-
 impl Section for Settings {
     const NAME: &'static str = "repair";
 
@@ -68,9 +62,6 @@ impl Section for Settings {
         }
         if self.rounds == 0 {
             at.fail_at("rounds", "must be at least 1")?;
-        }
-        if !cfg.section::<super::validate::Settings>()?.0.enabled {
-            at.fail("repair needs the validator's errors: enable [stages.validate]")?;
         }
         if let Some(name) = &self.model {
             match cfg.models.iter().find(|m| &m.name == name) {
@@ -89,14 +80,19 @@ impl Section for Settings {
                 at.fail_at("models", format!("no [[models]] entry `{name}`"))?;
             }
         }
-        if let Some(bad) = self.feedback.iter().find(|f| !["schema", "lint"].contains(&f.as_str())) {
-            at.fail_at("feedback", format!("unknown `{bad}` (known: schema, lint)"))?;
+        let known: Vec<&str> = super::CHECKS.iter().filter_map(|c| c.feedback).collect();
+        if let Some(bad) = self.feedback.iter().find(|f| !known.contains(&f.as_str())) {
+            at.fail_at("feedback", format!("unknown `{bad}` (known: {})", known.join(", ")))?;
         }
         if !self.feedback.iter().any(|f| f == "schema") {
             at.fail_at("feedback", "must include \"schema\" (a repair always quotes the schema errors)")?;
         }
-        if self.lint_feedback() && !cfg.section::<super::lint::Settings>()?.enabled {
-            at.fail_at("feedback", "`[\"schema\", \"lint\"]` needs the lint stage: enable [stages.lint]")?;
+        // Each quoted finding comes from its check's rows: that check must run.
+        for c in super::CHECKS.iter().filter(|c| c.feedback.is_some_and(|f| self.feedback.iter().any(|x| x == f))) {
+            if !(c.on)(cfg)? {
+                let (f, name) = (c.feedback.unwrap_or_default(), c.settings.name);
+                at.fail_at("feedback", format!("`{f}` needs the {name} stage's findings: enable [stages.{name}]"))?;
+            }
         }
         Ok(())
     }
@@ -104,13 +100,15 @@ impl Section for Settings {
 
 pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     let rp: Settings = cfg.section()?;
-    let (lint_on, score_on) =
-        (cfg.section::<super::lint::Settings>()?, cfg.section::<super::score::Settings>()?.0.enabled);
-    if !rp.enabled || !cfg.section::<super::validate::Settings>()?.0.enabled {
+    let checks = super::checks_on(cfg)?;
+    // Each round is checked as round 0 was; the checks whose findings it quotes are fed back.
+    let fed: Vec<&str> =
+        checks.iter().filter_map(|c| c.feedback).filter(|f| rp.feedback.iter().any(|x| x == f)).collect();
+    if !rp.enabled || !fed.contains(&"schema") {
         return Ok(());
     }
     let round0: Vec<usize> = g.all(GENERATIONS.name).into_iter().filter(|&i| g.part(i).file.is_none()).collect();
-    for g0 in round0 {
+    'partitions: for g0 in round0 {
         let gp0 = g.part(g0).clone();
         let service = gp0.get("service").unwrap_or_default().to_string();
         let model_name = gp0.get("model").unwrap_or_default().to_string();
@@ -124,30 +122,28 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
             None => continue,
         };
         let Ok(svc) = service.parse::<Service>() else { continue };
-        let Some(v0) = g.find(VALIDATIONS.name, &[("service", &service), ("model", &model_name)]) else { continue };
         let Some(dedupe) = g.find(PAIRS.name, &[("service", &service)]) else { continue };
-        // With lint feedback, each round also reads the lint verdicts of the rounds before it.
-        let lint = rp.lint_feedback();
-        let l0 = match lint {
-            true => match g.find(LINTS.name, &[("service", &service), ("model", &model_name)]) {
-                Some(l) => Some(l),
-                None => continue,
-            },
-            false => None,
-        };
-        let mut ls: Vec<usize> = l0.into_iter().collect();
-        let (mut gs, mut vs) = (vec![g0], vec![v0]);
+        // Round 0's findings, per fed check: what round 1 quotes.
+        let mut findings: HashMap<&str, Vec<usize>> = HashMap::new();
+        for c in checks.iter().filter(|c| c.feedback.is_some_and(|f| fed.contains(&f))) {
+            let Some(n) = g.find(c.table.name, &[("service", &service), ("model", &model_name)]) else {
+                continue 'partitions;
+            };
+            findings.insert(c.feedback.unwrap_or_default(), vec![n]);
+        }
+        let mut gs = vec![g0];
         for round in 1..=rp.rounds {
+            let (vs, ls) = (&findings["schema"], findings.get("lint").map_or(&[][..], |l| &l[..]));
             let mut deps = vec![dedupe];
             deps.extend(&gs);
-            deps.extend(&vs);
-            deps.extend(&ls);
+            deps.extend(vs);
+            deps.extend(ls);
             let job = Repair {
                 ask: Asker::new(cfg, repairer, &service)?,
                 original: model.clone(),
                 round,
                 pairs: g.part(dedupe).clone(),
-                earlier: Earlier::of(g, &gs, &vs, &ls),
+                earlier: Earlier::of(g, &gs, vs, ls),
             };
             let part = Partition::new(GENERATIONS, &[&service, &model_name]).with_file(&format!("round-{round}"));
             let gk = g.add(
@@ -156,27 +152,24 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
                     .pinned(crate::backends::pins(repairer.gen()))
                     .model(&model_name),
             );
-            vs.push(super::validate::add(g, svc, gk)?);
-            if lint_on.enabled {
-                let l = super::lint::add(&lint_on, g, svc, gk);
-                if lint {
-                    ls.push(l);
+            for c in &checks {
+                let n = (c.add)(cfg, g, super::Answers { service: svc, pairs: dedupe, generations: gk })?;
+                if let Some(f) = c.feedback.and_then(|f| findings.get_mut(f)) {
+                    f.push(n);
                 }
-            }
-            if score_on {
-                super::score::add(g, dedupe, gk)?;
             }
             gs.push(gk);
         }
+        let (vs, ls) = (&findings["schema"], findings.get("lint").map_or(&[][..], |l| &l[..]));
         let job = Summary {
             service: service.clone(),
             model: model_name.clone(),
             repairer: repairer.name.clone(),
-            rounds: Earlier::of(g, &gs, &vs, &ls),
+            rounds: Earlier::of(g, &gs, vs, ls),
         };
         let mut deps = gs.clone();
-        deps.extend(&vs);
-        deps.extend(&ls);
+        deps.extend(vs);
+        deps.extend(ls);
         g.add(
             Node::new("repair", Partition::new(REPAIRS, &[&service, &model_name]), job).deps(deps).model(&model_name),
         );

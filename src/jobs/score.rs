@@ -1,7 +1,7 @@
 //! score: every metric of `stages/score`'s registry for each answer (not an errored request)
 //! against its pair's reference (`scores`, one partition per generations partition, repair rounds included). The
 //! embeddings come from the shared, content-addressed embedding cache. Declared by
-//! [`super::quality`] and by repair, per generations partition.
+//! [`super::quality`] and by repair, per generations partition (a [`super::Check`]).
 
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair};
@@ -21,6 +21,16 @@ pub struct Settings(pub super::Switch);
 impl Section for Settings {
     const NAME: &'static str = "score";
 }
+
+pub const CHECK: super::Check = super::Check {
+    settings: super::SectionType::of::<Settings>(),
+    table: SCORES,
+    on: |cfg| Ok(cfg.section::<Settings>()?.0.enabled),
+    references: None,
+    add: |_, g, at| add(g, at.pairs, at.generations),
+    feedback: None,
+    stats: true,
+};
 
 /// The scores partition of one generations partition (any round) against the pairs of `dedupe`.
 pub fn add(g: &mut Graph, dedupe: usize, gen: usize) -> Result<usize> {

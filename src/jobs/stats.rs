@@ -84,10 +84,12 @@ pub fn declare(cfg: &Config, g: &mut Graph) -> Result<()> {
     Ok(())
 }
 
-/// What stats and report read: every score, validation and lint partition, then the models.
+/// What stats and report read: every partition of the checks stats reads, but the references'
+/// lints, then the models.
 pub fn study_inputs(g: &Graph) -> Option<Vec<usize>> {
+    let tables: Vec<&str> = super::CHECKS.iter().filter(|c| c.stats).map(|c| c.table.name).collect();
     let mut deps: Vec<usize> = (0..g.nodes.len())
-        .filter(|&i| [SCORES.name, VALIDATIONS.name, LINTS.name].contains(&g.part(i).table))
+        .filter(|&i| tables.contains(&g.part(i).table))
         .filter(|&i| g.part(i).get("model") != Some(super::lint::REFERENCE))
         .collect();
     if deps.is_empty() {

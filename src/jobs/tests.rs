@@ -285,7 +285,7 @@ fn keys(doc: &toml::Value, cfg: &Config) -> Vec<Key> {
     let k = |s: &str| Seg::K(s.to_string());
     let mut out = Vec::new();
     // [stages.*]: every field of every section's type, at its effective value.
-    for section in super::SECTIONS {
+    for section in super::sections() {
         let (stage, effective) = (section.name, (section.read)(cfg).unwrap());
         for field in (section.defaults)().as_object().unwrap().keys() {
             out.push(Key {
@@ -490,7 +490,7 @@ fn stage_settings_errors_name_line_and_key() {
     assert!(repair.enabled && repair.rounds == 2 && repair.model.as_deref() == Some("x"));
     // Not written: the defaults, which pass their own checks.
     let c = checked(HEAD).unwrap();
-    for s in super::SECTIONS {
+    for s in super::sections() {
         assert_eq!((s.read)(&c).unwrap(), (s.defaults)(), "[stages.{}]", s.name);
     }
 }
@@ -506,7 +506,7 @@ fn unknown_service_names_its_line_while_validate_or_score_runs() {
     assert!(checked(&off).is_ok());
 }
 
-/// A `[stages.*]` type left out of [`super::SECTIONS`] would be read by its stage yet refused as
+/// A `[stages.*]` type left out of [`super::sections`] would be read by its stage yet refused as
 /// an unknown stage when written: every `impl Section` in `src/` must be listed.
 #[test]
 fn every_section_type_is_listed() {
@@ -526,7 +526,51 @@ fn every_section_type_is_listed() {
     let mut found = Vec::new();
     walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut found);
     found.sort();
-    let mut listed: Vec<String> = super::SECTIONS.iter().map(|s| s.name.to_string()).collect();
+    let mut listed: Vec<String> = super::sections().map(|s| s.name.to_string()).collect();
     listed.sort();
     assert_eq!(found, listed);
+}
+
+/// The checks' registry as the study declares it: every answer, repair rounds included, gets
+/// exactly one partition of each check beside it; a round reads the earlier rounds' partitions of
+/// the checks its `feedback` quotes and of no other; stats reads every check's partitions but the
+/// references' lints. Each check under its own name, writing its own table of the catalogue.
+#[test]
+fn every_answer_gets_every_check_and_rounds_read_what_they_quote() {
+    let checks = super::CHECKS;
+    let names: BTreeSet<&str> = checks.iter().map(|c| c.settings.name).collect();
+    assert_eq!(names.len(), checks.len());
+    for c in checks {
+        assert!(super::tables::TABLES.contains(&c.table), "{}", c.table.name);
+    }
+    assert!(checks.iter().any(|c| c.feedback == Some("schema")), "repair always quotes schema errors");
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_, p) = declare(dir.path(), &toml::Value::Table(base())).expect("the base study declares");
+    let n = &p.nodes;
+    let gens: Vec<usize> = (0..n.len()).filter(|&i| n[i].part.table == super::GENERATIONS.name).collect();
+    let rounds: Vec<usize> = gens.iter().copied().filter(|&i| n[i].part.file.is_some()).collect();
+    assert!(!rounds.is_empty(), "the base study repairs");
+    for &gi in &gens {
+        for c in checks {
+            let of: Vec<usize> =
+                (0..n.len()).filter(|&i| n[i].part.table == c.table.name && n[i].deps.contains(&gi)).collect();
+            assert_eq!(of.len(), 1, "{} of {}", c.table.name, n[gi].part.id());
+            assert_eq!(n[of[0]].part.id(), n[gi].part.sibling(c.table).id());
+        }
+    }
+    for &gk in &rounds {
+        let read: BTreeSet<&str> = n[gk].deps.iter().map(|&d| n[d].part.table).collect();
+        for c in checks {
+            // The base study quotes schema and lint findings; scores are never quoted.
+            assert_eq!(read.contains(c.table.name), c.feedback.is_some(), "{} in {}", c.table.name, n[gk].part.id());
+        }
+    }
+    let stats = n.iter().find(|x| x.part.table == super::tables::STATS.name).expect("stats declared");
+    let reads: BTreeSet<String> = stats.deps.iter().map(|&d| n[d].part.id()).collect();
+    for x in n {
+        let Some(c) = checks.iter().find(|c| c.table.name == x.part.table) else { continue };
+        let reference = x.part.get("model") == Some(super::lint::REFERENCE);
+        assert_eq!(reads.contains(&x.part.id()), c.stats && !reference, "{}", x.part.id());
+    }
 }

@@ -1,7 +1,7 @@
 //! validate: parse and JSON-Schema validity of every answer (`validations`, one partition per
 //! generations partition, repair rounds included; an errored request has no row) and of every pair's own reference
 //! (`pair_validations`). The checks are `stages/validate`'s; the schemas are pinned assets.
-//! Declared by [`super::quality`] and by repair, per generations partition.
+//! A [`super::Check`]: declared by [`super::quality`] and by repair, per generations partition.
 
 use anyhow::Result;
 use doc2ci_rows::{Generation, Pair, RowKey, Validation};
@@ -23,6 +23,17 @@ pub struct Settings(pub super::Switch);
 impl Section for Settings {
     const NAME: &'static str = "validate";
 }
+
+/// Schema errors are what every repair round quotes.
+pub const CHECK: super::Check = super::Check {
+    settings: super::SectionType::of::<Settings>(),
+    table: VALIDATIONS,
+    on: |cfg| Ok(cfg.section::<Settings>()?.0.enabled),
+    references: Some(|_, g, service, pairs| add_references(g, service, pairs).map(drop)),
+    add: |_, g, at| add(g, at.service, at.generations),
+    feedback: Some("schema"),
+    stats: true,
+};
 
 /// The validity of each reference of the pairs of `dedupe`.
 pub fn add_references(g: &mut Graph, service: Service, dedupe: usize) -> Result<usize> {
