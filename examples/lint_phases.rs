@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use doc2ci::linters::{self, sandbox, Limits};
+use doc2ci::linters::{self, Limits};
 use doc2ci_lint::{complete, Completion};
 use doc2ci_validate::Service;
 
@@ -35,14 +35,14 @@ fn main() -> Result<()> {
     }
     let limits = Limits { per_text: Duration::from_secs(30) };
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let dir = sandbox::Scratch::new("phases")?;
+    let dir = linters::scratch()?;
 
     // Process start, bare and confined (the sandbox's own cost), and Node.js's start-up.
     let bare = best(5, || Command::new("true").status().map(|_| ()).map_err(Into::into))?;
-    let confined = best(5, || sandbox::run(Path::new("/bin/true"), &[], &dir.0, None, limits.per_text).map(|_| ()))?;
+    let confined = best(5, || linters::run(Path::new("/bin/true"), &[], &dir.0, None, limits.per_text).map(|_| ()))?;
     let node = linters::install::node();
     let node_start =
-        best(5, || sandbox::run(&node, &["-e".into(), "0".into()], &dir.0, None, limits.per_text).map(|_| ()))?;
+        best(5, || linters::run(&node, &["-e".into(), "0".into()], &dir.0, None, limits.per_text).map(|_| ()))?;
     println!("process start: bare {:.1} ms, in the lint sandbox {:.1} ms", ms(bare), ms(confined));
     println!("Node.js start-up in the sandbox (node -e 0): {:.1} ms", ms(node_start));
     println!();
@@ -112,7 +112,7 @@ fn shellcheck(texts: &[&str], limits: Limits, dir: &Path) -> Result<()> {
     let run = |n: usize| {
         let mut args = doc2ci_lint::shell::shellcheck_args("bash");
         args.extend(names[..n].iter().cloned());
-        sandbox::run(&exe, &args, dir, None, limits.per_text * 4).map(|_| ())
+        linters::run(&exe, &args, dir, None, limits.per_text * 4).map(|_| ())
     };
     let t1 = best(3, || run(1))?;
     let tn = best(2, || run(names.len()))?;

@@ -20,7 +20,7 @@ pub mod linters;
 pub mod release;
 pub mod remote;
 pub mod resources;
-pub mod scratch;
+pub mod sandbox;
 pub mod sql;
 pub mod ui;
 pub mod warehouse;
@@ -154,8 +154,8 @@ mod layout {
         assert!(uses["generation/batch"].contains("generation"), "{:?}", uses["generation/batch"]);
         assert!(uses["jobs/repair"].contains("jobs/tables"), "{:?}", uses["jobs/repair"]);
         assert!(uses["engine/run"].contains("engine/plan"), "{:?}", uses["engine/run"]);
-        // A grouped import: `use super::{install, sandbox, Limits, Tool};`.
-        assert!(uses["linters/gitlab_ci_local"].contains("linters/sandbox"), "{:?}", uses["linters/gitlab_ci_local"]);
+        // A grouped import: `use super::{install, Limits, Tool};`.
+        assert!(uses["linters/gitlab_ci_local"].contains("linters/install"), "{:?}", uses["linters/gitlab_ci_local"]);
         let mut toy = BTreeMap::new();
         toy.insert("a/x".to_string(), BTreeSet::from(["a/y".to_string()]));
         toy.insert("a/y".to_string(), BTreeSet::from(["a/x".to_string()]));

@@ -6,15 +6,16 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use doc2ci_llm::Backend;
 use serde::Deserialize;
+
+use crate::sandbox::Confine;
 use toml::Spanned;
 
 use super::{GenSettings, Kind};
@@ -250,7 +251,10 @@ fn start(file: &Path, args: &str) -> Result<Running> {
         assets::require(rel)?;
     }
     let python: PathBuf = std::env::var_os("DOC2CI_PYTHON").unwrap_or_else(|| "python3".into()).into();
-    let mut cmd = Command::new(&python);
+    // The server keeps doc2ci's environment (it loads weights the study names, not untrusted
+    // text). The thread below that starts it waits for it, so the death signal fires only when
+    // doc2ci itself ends.
+    let mut cmd = Confine::new().command(&python);
     cmd.arg("-c")
         .arg(RUNNER)
         .arg(args)
@@ -259,14 +263,6 @@ fn start(file: &Path, args: &str) -> Result<Running> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: prctl is async-signal-safe. The thread below that starts the server waits for it,
-    // so the death signal fires only when doc2ci itself ends.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            Ok(())
-        });
-    }
     let (tx, rx) = std::sync::mpsc::channel();
     let stderr_tail = Arc::new(Mutex::new(Vec::<u8>::new()));
     let tail = stderr_tail.clone();

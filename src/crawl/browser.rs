@@ -12,6 +12,7 @@ use url::Url;
 
 use super::fetch::{secs, Fetched};
 use super::Settings;
+use crate::sandbox::{scratch, Confine};
 
 /// Headless Chromium through WebDriver: one tab, pages read from the live DOM.
 pub struct Browser {
@@ -23,7 +24,7 @@ pub struct Browser {
     tmp: PathBuf,
     params: Settings,
     /// The network namespace Chromium runs in, or why it runs in the machine's network.
-    netns: std::result::Result<super::netns::Netns, String>,
+    netns: std::result::Result<crate::sandbox::netns::Netns, String>,
 }
 
 pub use crate::assets::which;
@@ -57,17 +58,13 @@ async fn driver_port(child: &mut tokio::process::Child, exe: &Path) -> Result<u1
 /// Starts chromedriver on a port the OS picks, bound to die with this process.
 async fn spawn_driver(params: &Settings, home: &Path, tmp: &Path) -> Result<(tokio::process::Child, String)> {
     let exe = which(&params.chromedriver).ok_or_else(|| anyhow!("webdriver backend: `{}` not found (install the chromium and chromium-driver packages, or set stages.crawl.chromedriver / webdriver)", params.chromedriver))?;
-    let mut cmd = tokio::process::Command::new(&exe);
     // Untrusted pages run in the browser: it sees none of the user's environment (API keys,
     // cloud credentials), only what it needs to start, with a home and a temporary folder of its
-    // own (Chromium leaves `org.chromium.*` folders in TMPDIR when it is killed).
+    // own (Chromium leaves `org.chromium.*` folders in TMPDIR when it is killed). The kernel ends
+    // chromedriver with us: kill_on_drop does not run on SIGKILL.
     std::fs::create_dir_all(home).with_context(|| format!("cannot create {}", home.display()))?;
-    cmd.env_clear().env("HOME", home).env("TMPDIR", tmp);
-    for keep in BROWSER_ENV {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
+    let confine = Confine::new().env(BROWSER_ENV, &[("HOME", home.as_os_str()), ("TMPDIR", tmp.as_os_str())]);
+    let mut cmd = tokio::process::Command::from(confine.command(&exe));
     // The OS picks the port (no bind-close-reuse race); chromedriver prints it.
     cmd.arg("--port=0")
         .arg("--allowed-ips=127.0.0.1")
@@ -75,15 +72,6 @@ async fn spawn_driver(params: &Settings, home: &Path, tmp: &Path) -> Result<(tok
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    // kill_on_drop does not run on SIGKILL: the kernel ends chromedriver with us.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", exe.display()))?;
     let port = driver_port(&mut child, &exe).await?;
     Ok((child, format!("http://127.0.0.1:{port}")))
@@ -100,23 +88,8 @@ fn sh_quote(s: &str) -> String {
 /// partitions) and their folders are left alone.
 pub fn reap_orphans(dir: &Path) -> usize {
     let n = kill_orphans(dir);
-    let gone = |owner: Option<u32>| {
-        owner.is_some_and(|o| o != std::process::id() && !Path::new(&format!("/proc/{o}")).exists())
-    };
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if gone(name.split('-').next().and_then(|p| p.parse::<u32>().ok())) {
-            let p = e.path();
-            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
-        }
-    }
-    for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let owner = name.strip_prefix(TMP_PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok());
-        if gone(owner) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
+    scratch::sweep(dir, "");
+    scratch::sweep(&std::env::temp_dir(), TMP_PREFIX);
     n
 }
 
@@ -142,11 +115,11 @@ pub fn sweep(wh: &crate::warehouse::Warehouse, ui: &crate::ui::Ui) -> crate::war
 const TMP_PREFIX: &str = "doc2ci-browser-";
 
 /// A fresh temporary folder for one browser, `$TMPDIR/doc2ci-browser-<pid>-XXXXXX`
-/// (`scratch::mkdtemp`: an unpredictable name, 0700). Short on purpose: Chromium puts its sockets
+/// (`sandbox::scratch`: an unpredictable name, 0700). Short on purpose: Chromium puts its sockets
 /// in it, and a socket path may not exceed 107 bytes (a folder inside the warehouse was too deep,
 /// and Chromium did not start).
 fn browser_tmp() -> Result<PathBuf> {
-    crate::scratch::mkdtemp(&format!("{TMP_PREFIX}{}", std::process::id()))
+    scratch::owned(TMP_PREFIX)
 }
 
 fn kill_orphans(dir: &Path) -> usize {
@@ -158,8 +131,7 @@ fn kill_orphans(dir: &Path) -> usize {
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
         let Some(arg) = cmd.split(|b| *b == 0).find(|a| a.starts_with(needle.as_bytes())) else { continue };
         let owner = String::from_utf8_lossy(&arg[needle.len()..]).split('-').next().and_then(|p| p.parse::<u32>().ok());
-        let owner_alive = owner.is_some_and(|o| Path::new(&format!("/proc/{o}")).exists());
-        if !owner_alive {
+        if owner.is_none_or(scratch::owner_gone) {
             unsafe { libc::kill(pid, libc::SIGKILL) };
             n += 1;
         }
@@ -205,7 +177,7 @@ impl Browser {
         let netns = match (&params.webdriver, origin.host_str(), origin.port_or_known_default()) {
             (Some(_), ..) => Err("the browser is the one at `webdriver`, not started by doc2ci".into()),
             (None, Some(host), Some(port)) => {
-                super::netns::Netns::start(vec![(host.to_string(), port)]).map_err(|e| format!("{e:#}"))
+                crate::sandbox::netns::Netns::start(vec![(host.to_string(), port)]).map_err(|e| format!("{e:#}"))
             }
             _ => Err(format!("{origin} names no host and port")),
         };

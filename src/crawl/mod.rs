@@ -11,7 +11,6 @@
 pub mod browser;
 pub mod fetch;
 mod frontier;
-pub mod netns;
 pub mod server;
 mod settings;
 

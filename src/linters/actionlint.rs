@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Result};
 use doc2ci_lint::{read, shell, Finding, Verdict};
 
-use super::{install, sandbox, Limits, Tool};
+use super::{install, Limits, Tool};
 
 pub const TOOL: Tool = Tool { name: "actionlint", kind: "validator", probe, lint };
 
@@ -89,7 +89,7 @@ fn shellcheck_files(
     part: &[&(usize, shell::Script)],
     limits: Limits,
 ) -> Result<Vec<(usize, Finding)>> {
-    let dir = sandbox::Scratch::new("shellcheck")?;
+    let dir = super::scratch()?;
     let mut args = shell::shellcheck_args(sh);
     let mut by_file = HashMap::new();
     for (k, (_, s)) in part.iter().enumerate() {
@@ -99,7 +99,7 @@ fn shellcheck_files(
         args.push(name);
     }
     let budget = limits.per_text * 2 + limits.per_text / 8 * part.len() as u32;
-    let ran = sandbox::run(exe, &args, &dir.0, None, budget)?;
+    let ran = super::run(exe, &args, &dir.0, None, budget)?;
     // shellcheck exits 1 when it has comments; only unreadable output is a failure.
     let comments = match read::shellcheck(&ran.stdout) {
         Ok(c) if ran.status.is_some() && !ran.truncated => c,

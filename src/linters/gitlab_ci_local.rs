@@ -15,13 +15,13 @@ use std::time::Duration;
 use anyhow::Result;
 use doc2ci_lint::{read, Verdict};
 
-use super::{install, sandbox, Limits, Tool};
+use super::{install, Limits, Tool};
 
 pub const TOOL: Tool = Tool { name: "gitlab-ci-local", kind: "validator", probe, lint };
 
 fn probe() -> Result<String, String> {
     install::node_ready()?;
-    if !sandbox::netns() {
+    if !crate::sandbox::offline_available() {
         return Err("gitlab-ci-local would fetch remote includes, and this machine gives no network namespace \
                     (`unshare --net --map-root-user` failed): not run"
             .into());
@@ -52,13 +52,13 @@ fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
 #[cfg(test)]
 pub(super) fn one_process(text: &str, budget: Duration) -> Result<Verdict> {
     let tools = install::node_ready().map_err(|e| anyhow::anyhow!(e))?;
-    let dir = sandbox::Scratch::new("gitlab")?;
+    let dir = super::scratch()?;
     std::fs::write(dir.0.join(".gitlab-ci.yml"), text)?;
     let script = tools.join("node_modules/gitlab-ci-local/src/index.js");
     let mut args = install::node_args(&tools, &dir.0, &script);
     // `rules: changes` asks git what changed; with no repository, every path counts as changed.
     args.extend(["--list".to_string(), "--no-evaluate-rule-changes".to_string()]);
-    let ran = sandbox::run(&install::node(), &args, &dir.0, None, budget)?;
+    let ran = super::run(&install::node(), &args, &dir.0, None, budget)?;
     if ran.status.is_none() {
         return Ok(Verdict::Unreadable(format!("gitlab-ci-local did not finish within {} s", budget.as_secs())));
     }

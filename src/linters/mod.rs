@@ -1,22 +1,66 @@
 //! The lint tools: one file per tool plus one line in [`TOOLS`]; the service that a tool checks
-//! names it in its `lint_tools` (its file in `doc2ci-sem`). A tool says how to learn its version here (or why it cannot run here), and how to lint a batch of
-//! texts into one [`Verdict`] per text. The lint stage's crate (`stages/lint`) reads their outputs
-//! and judges; this module only runs them, always through [`sandbox`].
+//! names it in its `lint_tools` (its file in `doc2ci-sem`). A tool says how to learn its version
+//! here (or why it cannot run here), and how to lint a batch of texts into one [`Verdict`] per
+//! text. The lint stage's crate (`stages/lint`) reads their outputs and judges; this module only
+//! runs them, always through [`run`] in a folder from [`scratch`] (the tools' policy over
+//! `crate::sandbox`).
 
 mod actionlint;
 pub mod cache;
 mod circleci;
 mod gitlab_ci_local;
 pub mod install;
-pub mod sandbox;
 mod schema;
 mod zizmor;
 
+use std::ffi::OsStr;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
 use doc2ci_lint::Verdict;
 use doc2ci_validate::Service;
+
+use crate::sandbox::{self, Confine, Ran, Scratch};
+
+/// The writable memory a lint tool may use.
+const TOOL_MEMORY: u64 = 3 << 30;
+
+/// The prefix of the tools' scratch folders.
+const SCRATCH: &str = "doc2ci-lint-";
+
+/// Runs a lint tool confined: in `dir`, which is also its home and temporary folder, with none of
+/// doc2ci's environment, no network, its own process group, its writable memory capped, for at
+/// most `timeout` of wall time and as much CPU time (a tool's budget: the lint stage runs one tool
+/// process per core, so a tool that spreads over threads cannot take the cores of the others; the
+/// runtimes' own worker pools are asked to stay at one thread).
+pub fn run(program: &Path, args: &[String], dir: &Path, stdin: Option<Vec<u8>>, timeout: Duration) -> Result<Ran> {
+    let (d, one) = (dir.as_os_str(), OsStr::new("1"));
+    let env = [
+        ("PATH", OsStr::new("/usr/local/bin:/usr/bin:/bin")),
+        ("HOME", d),
+        ("TMPDIR", d),
+        ("LANG", OsStr::new("C.UTF-8")),
+        ("NO_COLOR", one),
+        ("RAYON_NUM_THREADS", one),
+        ("TOKIO_WORKER_THREADS", one),
+        ("UV_THREADPOOL_SIZE", one),
+    ];
+    let cpu = timeout.as_secs_f64().ceil().max(1.0) as u64;
+    let confine = Confine::new().env(&[], &env).memory(TOOL_MEMORY).cpu(cpu).own_group().offline();
+    let mut cmd = confine.command(program);
+    cmd.args(args).current_dir(dir);
+    sandbox::run(&program.display().to_string(), cmd, stdin, timeout)
+}
+
+/// A tool's private folder. The first in a process removes those of killed runs.
+pub fn scratch() -> Result<Scratch> {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        sandbox::scratch::sweep(&std::env::temp_dir(), SCRATCH);
+    });
+    Scratch::new(SCRATCH)
+}
 
 /// How long a tool may take, per text.
 #[derive(Debug, Clone, Copy)]
@@ -158,9 +202,9 @@ mod tests;
 /// object per text, in order.
 fn node_driver(tool: &str, script: &str, texts: &[&str], budget: Duration) -> Result<Vec<serde_json::Value>> {
     let tools = install::node_ready().map_err(|e| anyhow::anyhow!(e))?;
-    let dir = sandbox::Scratch::new(tool)?;
+    let dir = scratch()?;
     let args = install::node_args(&tools, &dir.0, &tools.join(script));
-    let ran = sandbox::run(&install::node(), &args, &dir.0, Some(ndjson(texts)), budget)?;
+    let ran = run(&install::node(), &args, &dir.0, Some(ndjson(texts)), budget)?;
     if !ran.success() || ran.truncated {
         anyhow::bail!("{tool} failed ({:?}): {}", ran.status, ran.stderr.lines().last().unwrap_or(""));
     }

@@ -28,7 +28,7 @@ fn every_tool_runs_on_this_machine() {
         let v = probe(t).unwrap_or_else(|e| panic!("{}: {e}", t.name));
         assert!(!v.is_empty(), "{}", t.name);
     }
-    assert!(sandbox::netns(), "the lint tools run in a network namespace of their own");
+    assert!(crate::sandbox::offline_available(), "the lint tools run in a network namespace of their own");
 }
 
 #[test]
@@ -189,14 +189,14 @@ fn completed_real_references_get_no_finding_from_their_wrapper() {
 #[test]
 fn scratch_folders_are_fresh_and_tools_have_a_memory_cap() {
     use std::os::unix::fs::PermissionsExt;
-    let (a, b) = (sandbox::Scratch::new("t").unwrap(), sandbox::Scratch::new("t").unwrap());
+    let (a, b) = (scratch().unwrap(), scratch().unwrap());
     assert_ne!(a.0, b.0);
     for s in [&a, &b] {
         let m = std::fs::symlink_metadata(&s.0).unwrap();
         assert!(m.is_dir() && m.permissions().mode() & 0o777 == 0o700, "{}", s.0.display());
     }
     let python = std::path::Path::new("/usr/bin/python3");
-    let ran = sandbox::run(
+    let ran = run(
         python,
         &["-c".into(), "b = bytearray(4 << 30); print(len(b))".into()],
         &a.0,
@@ -324,4 +324,22 @@ fn each_tool_checks_one_service() {
         assert_eq!(tools[0].kind, "validator", "{s:?}: its validator's rows come first");
         assert!(tools.iter().all(|t| ["validator", "audit"].contains(&t.kind)), "{s:?}");
     }
+}
+
+#[test]
+fn a_tool_gets_its_cpu_budget_a_private_home_and_single_threaded_runtimes() {
+    let s = scratch().unwrap();
+    let r = run(
+        std::path::Path::new("/bin/sh"),
+        &[
+            "-c".into(),
+            "ulimit -t; ulimit -d; echo $HOME ${CARGO_MANIFEST_DIR:-none} $RAYON_NUM_THREADS $TOKIO_WORKER_THREADS"
+                .into(),
+        ],
+        &s.0,
+        None,
+        Duration::from_millis(7_300),
+    )
+    .unwrap();
+    assert_eq!(r.stdout, format!("8\n{}\n{} none 1 1\n", TOOL_MEMORY / 1024, s.0.display()));
 }

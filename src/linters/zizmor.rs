@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use doc2ci_lint::{read, Verdict};
 
-use super::{sandbox, Limits, Tool};
+use super::{Limits, Tool};
 
 pub const TOOL: Tool = Tool { name: "zizmor", kind: "audit", probe, lint };
 
@@ -28,7 +28,7 @@ fn lint(texts: &[&str], limits: Limits) -> Result<Vec<Verdict>> {
 /// is set aside with zizmor's reason and the rest run again.
 fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
     let exe = crate::assets::require(ASSET)?;
-    let dir = sandbox::Scratch::new("zizmor")?;
+    let dir = super::scratch()?;
     let names: Vec<String> = (0..texts.len()).map(|i| format!("w{i}.yml")).collect();
     for (name, t) in names.iter().zip(texts) {
         std::fs::write(dir.0.join(name), t)?;
@@ -44,7 +44,7 @@ fn batch(texts: &[&str], budget: Duration) -> Result<Vec<Verdict>> {
                 .map(String::from)
                 .to_vec();
         args.extend(left.iter().map(|&i| names[i].clone()));
-        let ran = sandbox::run(&exe, &args, &dir.0, None, budget)?;
+        let ran = super::run(&exe, &args, &dir.0, None, budget)?;
         if ran.status.is_none() || ran.truncated {
             bail!("zizmor did not finish");
         }
