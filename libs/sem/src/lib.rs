@@ -24,8 +24,8 @@ mod services;
 pub use node::Node;
 pub use recall::Containment;
 pub use services::{
-    circleci, github_actions, gitlab_ci, service, travis_ci, Applied, AuthorIds, Docs, Jobs, Rule, Service, Wrap,
-    SERVICES, WRAPPER_JOB,
+    circleci, github_actions, gitlab_ci, service, travis_ci, Applied, AuthorIds, Docs, Jobs, Rule, Service, Shorthand,
+    Treated, Wrap, SERVICES, WRAPPER_JOB,
 };
 
 use std::collections::BTreeMap;
@@ -127,8 +127,13 @@ fn canonical_with(service: &Service, docs: &[Value], mut applied: Applied) -> Ca
         .iter()
         .map(|d| {
             let s = shape(service, d);
-            let mut n = (service.lift)(s, Node::from(d));
+            let fragment = Node::from(d);
+            let mut n = (service.lift)(s, fragment.clone());
+            let around = wrapping(&n, &fragment);
             (service.canonicalize)(&mut n, &mut applied);
+            if s != Shape::File {
+                assume_defaults(&mut n, &around);
+            }
             (s, n)
         })
         .collect();
@@ -139,6 +144,39 @@ fn canonical_with(service: &Service, docs: &[Value], mut applied: Applied) -> Ca
         service.name
     );
     Canon { docs, applied }
+}
+
+/// The keys from a lifted tree's root down to the fragment it holds: the mappings on the way are
+/// the lift's, not the text's.
+fn wrapping(lifted: &Node, fragment: &Node) -> Vec<Node> {
+    let (mut at, mut keys) = (lifted, Vec::new());
+    while at != fragment {
+        match at.as_map() {
+            Some(m) if m.len() == 1 => {
+                let (k, v) = m.iter().next().expect("one entry");
+                keys.push(k.clone());
+                at = v;
+            }
+            _ => break,
+        }
+    }
+    keys
+}
+
+/// A fragment does not say what the rest of its file sets: the defaults filled in at its root
+/// (a Travis CI section's `os`) and in the mappings the lift put around it (the job around a list
+/// of steps: its timeout, its stage) are the file's, not the fragment's to ask.
+fn assume_defaults(root: &mut Node, around: &[Node]) {
+    let mut at = Some(root);
+    for depth in 0..around.len().max(1) {
+        let Some(n) = at.take() else { return };
+        for v in n.as_map_mut().into_iter().flat_map(|m| m.values_mut()) {
+            if let Node::Default(d) = v {
+                *v = Node::Assumed(std::mem::replace(d, Box::new(Node::Null)));
+            }
+        }
+        at = around.get(depth).and_then(|k| n.as_map_mut()?.get_mut(k));
+    }
 }
 
 /// Output and reference are equal in canonical form (and say something: no document is not a

@@ -21,15 +21,21 @@ pub enum Node {
     Seq(Vec<Node>),
     Map(BTreeMap<Node, Node>),
     /// A documented default the text leaves out, filled in so that writing it changes nothing
-    /// ([`same`]). It weighs nothing in containment: a reference that does not write it does not
-    /// ask for it, while a default the reference writes is an ordinary leaf.
+    /// ([`same`]). It is how the job runs, so it is a leaf the reference asks for in containment
+    /// (an output that overrides it runs differently). Only where nothing else can set the key:
+    /// a service fills none in a job that inherits, and [`crate::canonical`] drops those of the
+    /// part of a file a fragment does not give (they become [`Node::Assumed`]).
     Default(Box<Node>),
+    /// A default filled in where the rest of the file could set the key (the job around a list of
+    /// steps): equal to the value as [`Node::Default`] is, but the text asks nothing of it. Kept,
+    /// not removed, so that canonicalising again fills nothing in.
+    Assumed(Box<Node>),
 }
 
 /// Equality of canonical forms: a default left out is the default written.
 pub fn same(a: &Node, b: &Node) -> bool {
     match (a, b) {
-        (Node::Default(x), y) | (y, Node::Default(x)) => same(x, y),
+        (Node::Default(x) | Node::Assumed(x), y) | (y, Node::Default(x) | Node::Assumed(x)) => same(x, y),
         (Node::Map(x), Node::Map(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
@@ -90,7 +96,7 @@ impl Node {
         self.as_map_mut()?.get_mut(&key(k))
     }
     pub fn is_scalar(&self) -> bool {
-        !matches!(self, Node::Seq(_) | Node::Map(_) | Node::Default(_))
+        !matches!(self, Node::Seq(_) | Node::Map(_) | Node::Default(_) | Node::Assumed(_))
     }
 
     /// The string a runner sees for a scalar written where a string is expected: YAML resolved it
@@ -103,24 +109,25 @@ impl Node {
             // Python's repr writes integral floats as `18.0`; a runner's number-to-string does not.
             Node::Float(r) => r.strip_suffix(".0").unwrap_or(r).to_string(),
             Node::Str(s) | Node::Time(s) => s.clone(),
-            Node::Seq(_) | Node::Map(_) | Node::Default(_) => return None,
+            Node::Seq(_) | Node::Map(_) | Node::Default(_) | Node::Assumed(_) => return None,
         })
     }
 
     /// An empty mapping or list, as written: a mapping may hold defaults filled in.
     pub fn is_bare(&self) -> bool {
         match self {
-            Node::Map(m) => m.values().all(|v| matches!(v, Node::Default(_))),
+            Node::Map(m) => m.values().all(|v| matches!(v, Node::Default(_) | Node::Assumed(_))),
             Node::Seq(s) => s.is_empty(),
             _ => false,
         }
     }
 
-    /// Number of leaves: scalars, and empty mappings or sequences (a structure with nothing in it
-    /// still says something: `permissions: {}` grants nothing).
+    /// Number of leaves: scalars, defaults left out, and empty mappings or sequences (a structure
+    /// with nothing in it still says something: `permissions: {}` grants nothing).
     pub fn leaves(&self) -> usize {
         match self {
-            Node::Default(_) => 0,
+            Node::Default(_) => 1,
+            Node::Assumed(_) => 0,
             n if n.is_bare() => 1,
             Node::Map(m) => m.values().map(Node::leaves).sum(),
             Node::Seq(s) => s.iter().map(Node::leaves).sum(),
@@ -137,7 +144,7 @@ impl Node {
 
     fn walk_leaves(&self, path: String, out: &mut Vec<(String, String)>) {
         match self {
-            Node::Default(_) => {}
+            Node::Assumed(_) => {}
             Node::Map(m) if !self.is_bare() => {
                 for (k, v) in m {
                     let seg = k.label();
@@ -164,7 +171,7 @@ impl Node {
             n if n.is_bare() => if matches!(n, Node::Seq(_)) { "[]" } else { "{}" }.into(),
             Node::Seq(_) => "[…]".into(),
             Node::Map(_) => "{…}".into(),
-            Node::Default(d) => format!("{} (default)", d.label()),
+            Node::Default(d) | Node::Assumed(d) => format!("{} (default)", d.label()),
         }
     }
 }

@@ -26,6 +26,37 @@ impl Containment {
     }
 }
 
+/// Leaves held: those the reference writes, then the defaults it leaves out. Ordered by the written
+/// ones first, so an anchoring (which steps pair up, which jobs) is chosen by what the reference
+/// writes, and two steps that share only their defaults never pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Held {
+    written: usize,
+    defaults: usize,
+}
+
+impl Held {
+    const WRITTEN: Held = Held { written: 1, defaults: 0 };
+    const DEFAULT: Held = Held { written: 0, defaults: 1 };
+
+    fn count(self) -> usize {
+        self.written + self.defaults
+    }
+}
+
+impl std::ops::Add for Held {
+    type Output = Held;
+    fn add(self, o: Held) -> Held {
+        Held { written: self.written + o.written, defaults: self.defaults + o.defaults }
+    }
+}
+
+impl std::iter::Sum for Held {
+    fn sum<I: Iterator<Item = Held>>(it: I) -> Held {
+        it.fold(Held::default(), |a, b| a + b)
+    }
+}
+
 /// Records missed leaves when explaining; counts only otherwise.
 struct Trace {
     on: bool,
@@ -78,7 +109,7 @@ pub(crate) fn containment(service: &Service, reference: &Canon, output: &Canon, 
         let best = output.docs.iter().map(|(_, o)| (root(service, r, o, &mut quiet, ""), o)).max_by_key(|(m, _)| *m);
         match best {
             Some((m, o)) => {
-                matched += m;
+                matched += m.count();
                 if explain {
                     root(service, r, o, &mut trace, "");
                 }
@@ -90,7 +121,7 @@ pub(crate) fn containment(service: &Service, reference: &Canon, output: &Canon, 
 }
 
 /// A whole-file reference against a whole-file output: jobs matched whatever their names.
-fn root<'a>(service: &Service, r: &'a Node, o: &'a Node, t: &mut Trace, path: &str) -> usize {
+fn root<'a>(service: &Service, r: &'a Node, o: &'a Node, t: &mut Trace, path: &str) -> Held {
     let (Node::Map(rm), Node::Map(om)) = (r, o) else { return matched(r, o, t, path) };
     match service.jobs {
         Jobs::None => matched(r, o, t, path),
@@ -105,7 +136,7 @@ fn root<'a>(service: &Service, r: &'a Node, o: &'a Node, t: &mut Trace, path: &s
                     (_, _, Some(ov)) => matched(rv, ov, t, &p),
                     (_, _, None) => {
                         t.miss_all(rv, &p);
-                        0
+                        Held::default()
                     }
                 }
             })
@@ -120,24 +151,28 @@ fn root<'a>(service: &Service, r: &'a Node, o: &'a Node, t: &mut Trace, path: &s
 }
 
 /// Leaves of `r` that `o` holds at the same place.
-fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> usize {
+fn matched(r: &Node, o: &Node, t: &mut Trace, path: &str) -> Held {
     match (r, o) {
         // An empty mapping or list written as a value is held only by an empty one (`permissions: {}`
         // grants nothing); where it only says "no settings" the parent holds it by any mapping.
-        (r, o) if r.is_bare() && o.is_bare() && std::mem::discriminant(r) == std::mem::discriminant(o) => 1,
+        (r, o) if r.is_bare() && o.is_bare() && std::mem::discriminant(r) == std::mem::discriminant(o) => Held::WRITTEN,
         (r, _) if r.is_bare() => {
             t.miss_all(r, path);
-            0
+            Held::default()
         }
         (Node::Map(rm), Node::Map(om)) => entries(rm.iter(), om, t, path),
         (Node::Seq(rs), Node::Seq(os)) => align(rs, os, t, path),
-        // A default the reference leaves out asks for nothing; one the output leaves out is held.
-        (Node::Default(_), _) => 0,
-        (r, Node::Default(d)) if r == &**d => 1,
-        _ if r == o => 1,
+        // A default the reference leaves out is how its job runs: the output holds it by leaving
+        // it out too or by writing it, not by overriding it.
+        (Node::Default(d), o) if o == &**d || matches!(o, Node::Default(e) | Node::Assumed(e) if e == d) => {
+            Held::DEFAULT
+        }
+        (Node::Assumed(_), _) => Held::default(),
+        (r, Node::Default(d) | Node::Assumed(d)) if r == &**d => Held::WRITTEN,
+        _ if r == o => Held::WRITTEN,
         _ => {
             t.miss_all(r, path);
-            0
+            Held::default()
         }
     }
 }
@@ -148,37 +183,55 @@ fn entries<'a>(
     om: &BTreeMap<Node, Node>,
     t: &mut Trace,
     path: &str,
-) -> usize {
-    rs.map(|(k, rv)| {
-        let p = t.child(path, &k.label());
-        let lenient = k.as_str().is_none_or(|k| !t.strict.contains(&k));
-        match om.get(k) {
-            Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => 1,
-            Some(ov) => matched(rv, ov, t, &p),
-            None => {
-                t.miss_all(rv, &p);
-                0
+) -> Held {
+    let mut held_defaults = Vec::new();
+    let held: Held = rs
+        .map(|(k, rv)| {
+            let p = t.child(path, &k.label());
+            let lenient = k.as_str().is_none_or(|k| !t.strict.contains(&k));
+            match om.get(k) {
+                Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => Held::WRITTEN,
+                Some(ov) => {
+                    let h = matched(rv, ov, t, &p);
+                    if h == Held::DEFAULT && matches!(rv, Node::Default(_)) {
+                        held_defaults.push((rv, p));
+                    }
+                    h
+                }
+                None => {
+                    t.miss_all(rv, &p);
+                    Held::default()
+                }
             }
+        })
+        .sum();
+    // A mapping the output holds none of the written leaves of (another job, another step) is not
+    // this one: agreeing on defaults alone is not holding it.
+    if held.written == 0 && held.defaults > 0 {
+        for (rv, p) in held_defaults {
+            t.miss_all(rv, &p);
         }
-    })
-    .sum()
+        return Held::default();
+    }
+    held
 }
 
 /// The reference's items matched to the output's in order, gaps allowed on both sides, for the
-/// most leaves (a weighted longest common subsequence).
-fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> usize {
+/// most leaves (a weighted longest common subsequence). Items pair only on a written leaf.
+fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> Held {
     let (n, m) = (rs.len(), os.len());
     let mut quiet = t.quiet();
-    let mut score = vec![vec![0usize; m]; n];
+    let mut score = vec![vec![Held::default(); m]; n];
     for (i, r) in rs.iter().enumerate() {
         for (j, o) in os.iter().enumerate() {
             score[i][j] = matched(r, o, &mut quiet, "");
         }
     }
-    let mut best = vec![vec![0usize; m + 1]; n + 1];
+    let mut best = vec![vec![Held::default(); m + 1]; n + 1];
     for i in 1..=n {
         for j in 1..=m {
-            let pair = if score[i - 1][j - 1] > 0 { best[i - 1][j - 1] + score[i - 1][j - 1] } else { 0 };
+            let s = score[i - 1][j - 1];
+            let pair = if s.written > 0 { best[i - 1][j - 1] + s } else { Held::default() };
             best[i][j] = best[i - 1][j].max(best[i][j - 1]).max(pair);
         }
     }
@@ -212,9 +265,9 @@ fn align(rs: &[Node], os: &[Node], t: &mut Trace, path: &str) -> usize {
 
 /// Jobs of the reference matched one-to-one to the output's whatever their names: greedily by
 /// leaves held, a job of the same name first among equals (so a file is fully matched to itself).
-fn assign(r: Vec<(&Node, &Node)>, o: Vec<(&Node, &Node)>, t: &mut Trace, path: &str) -> usize {
+fn assign(r: Vec<(&Node, &Node)>, o: Vec<(&Node, &Node)>, t: &mut Trace, path: &str) -> Held {
     let mut quiet = t.quiet();
-    let mut cands: Vec<(usize, bool, usize, usize)> = Vec::with_capacity(r.len() * o.len());
+    let mut cands: Vec<(Held, bool, usize, usize)> = Vec::with_capacity(r.len() * o.len());
     for (i, (rk, rv)) in r.iter().enumerate() {
         for (j, (ok, ov)) in o.iter().enumerate() {
             cands.push((matched(rv, ov, &mut quiet, ""), rk == ok, i, j));
@@ -222,12 +275,12 @@ fn assign(r: Vec<(&Node, &Node)>, o: Vec<(&Node, &Node)>, t: &mut Trace, path: &
     }
     cands.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
     let (mut r_used, mut o_used) = (vec![None; r.len()], vec![false; o.len()]);
-    let mut total = 0;
+    let mut total = Held::default();
     for (s, _, i, j) in cands {
         if r_used[i].is_none() && !o_used[j] {
             r_used[i] = Some(j);
             o_used[j] = true;
-            total += s;
+            total = total + s;
         }
     }
     if t.on {

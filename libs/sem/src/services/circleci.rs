@@ -2,8 +2,10 @@
 
 use doc2ci_yaml::{Map, Value};
 
-use super::{all_in, default_of, entries_mut, trim_shell, under, Applied, Jobs, Rule, Service};
-use super::{AuthorIds, Docs, Wrap, WRAPPER_JOB};
+use super::{
+    all_in, default_of, entries_mut, items_mut, one_item_list, trim_shell, under, Applied, Jobs, Rule, Service,
+};
+use super::{AuthorIds, Docs, Shorthand, Treated, Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -100,6 +102,16 @@ pub const SERVICE: Service = Service {
             source: "https://circleci.com/docs/configuration-reference/#jobs-in-workflow",
         },
         Rule {
+            name: "context-string-or-list",
+            says: "a workflow job's `context: org-global` ≡ `context: [org-global]`",
+            source: "https://circleci.com/docs/configuration-reference/#context",
+        },
+        Rule {
+            name: "filter-string-or-list",
+            says: "a branch or tag filter's `only: main` ≡ `only: [main]` (and `ignore`)",
+            source: "https://circleci.com/docs/configuration-reference/#branches",
+        },
+        Rule {
             name: "default-parallelism",
             says: "a job's `parallelism: 1` is the default",
             source: "https://circleci.com/docs/configuration-reference/#parallelism",
@@ -110,6 +122,7 @@ pub const SERVICE: Service = Service {
             source: "https://circleci.com/docs/configuration-reference/#run",
         },
     ],
+    shorthands: SHORTHANDS,
 };
 
 /// The keys a config may have at its top level.
@@ -185,6 +198,27 @@ fn canonicalize(root: &mut Node, a: &mut Applied) {
         let Some(Node::Seq(jobs)) = wf.get_mut("jobs") else { continue };
         for entry in jobs {
             one_key_map(entry, a, "workflow-job-forms");
+            for settings in entry.as_map_mut().into_iter().flat_map(|m| m.values_mut()) {
+                if let Some(c) = settings.get_mut("context") {
+                    one_item_list(c, a, "context-string-or-list");
+                }
+                filters(settings.get_mut("filters"), a);
+            }
+        }
+        for trigger in items_mut(wf, "triggers") {
+            filters(trigger.get_mut("schedule").and_then(|s| s.get_mut("filters")), a);
+        }
+    }
+}
+
+/// A job's or a schedule's `filters`: each of `branches` and `tags` takes `only` and `ignore`.
+fn filters(f: Option<&mut Node>, a: &mut Applied) {
+    let Some(f) = f else { return };
+    for on in ["branches", "tags"] {
+        for k in ["only", "ignore"] {
+            if let Some(v) = f.get_mut(on).and_then(|b| b.get_mut(k)) {
+                one_item_list(v, a, "filter-string-or-list");
+            }
         }
     }
 }
@@ -278,3 +312,66 @@ fn workflow(jobs: &[String]) -> String {
 fn job_names(m: &Map) -> Vec<String> {
     m.keys().filter_map(|k| k.scalar_text().map(str::to_string)).collect()
 }
+
+/// The spec's one-or-many keys (see [`super::Shorthand`]).
+const SHORTHANDS: &[Shorthand] = &[
+    Shorthand { key: "context", is: Treated::Rule("context-string-or-list") },
+    Shorthand { key: "only", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "ignore", is: Treated::Rule("filter-string-or-list") },
+    Shorthand {
+        key: "command",
+        is: Treated::Excluded(
+            "a Docker image's start command override: the reference documents no equality of a \
+             string and a list (Docker runs the two through a shell and directly)",
+        ),
+    },
+    Shorthand {
+        key: "entrypoint",
+        is: Treated::Excluded(
+            "a Docker image's entrypoint override: as `command`, a string and a list are Docker's \
+             shell and exec forms, which the reference does not make equal",
+        ),
+    },
+    Shorthand {
+        key: "default",
+        is: Treated::Excluded(
+            "a parameter's default takes the parameter's own type: a string and a list are two values",
+        ),
+    },
+    Shorthand {
+        key: "environment",
+        is: Treated::Excluded(
+            "documented as a map of variables; the schema's string and list forms are not documented as \
+             equal to it",
+        ),
+    },
+    Shorthand {
+        key: "fingerprints",
+        is: Treated::Excluded(
+            "`add_ssh_keys` is documented with a list of fingerprints only; the schema's string form is \
+             not documented",
+        ),
+    },
+    Shorthand {
+        key: "keys",
+        is: Treated::Excluded(
+            "`restore_cache` is documented with a list of `keys` (one key is `key`); the schema's \
+             string form is not documented",
+        ),
+    },
+    Shorthand {
+        key: "paths",
+        is: Treated::Excluded(
+            "`save_cache` and `persist_to_workspace` are documented with a list of `paths` only; the \
+             schema's string form is not documented",
+        ),
+    },
+    Shorthand { key: "shell", is: Treated::Excluded("a shell is one command line; no list form is documented") },
+    Shorthand {
+        key: "steps",
+        is: Treated::Excluded(
+            "`steps` is a list of steps; a lone step name in the schema's string form is not documented \
+             as a one-step list",
+        ),
+    },
+];

@@ -7,7 +7,7 @@ use super::{
     all_in, default_of, entries_mut, items_mut, keys, one_item_list, trim_shell, under, values_as_strings, Applied,
     Jobs, Rule, Service,
 };
-use super::{AuthorIds, Docs};
+use super::{AuthorIds, Docs, Shorthand, Treated};
 use crate::node::Node;
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -77,13 +77,18 @@ pub const SERVICE: Service = Service {
         },
         Rule {
             name: "runs-on-string-or-list",
-            says: "`runs-on: x` ≡ `runs-on: [x]`",
+            says: "`runs-on: x` ≡ `runs-on: [x]`, and a runner group's `labels: x` ≡ `labels: [x]`",
             source: "https://docs.github.com/en/actions/writing-workflows/workflow-syntax-for-github-actions#jobsjob_idruns-on",
         },
         Rule {
             name: "needs-string-or-list",
             says: "`needs: a` ≡ `needs: [a]`",
             source: "https://docs.github.com/en/actions/writing-workflows/workflow-syntax-for-github-actions#jobsjob_idneeds",
+        },
+        Rule {
+            name: "wait-string-or-list",
+            says: "a step's `wait: id` ≡ `wait: [id]`",
+            source: "https://docs.github.com/en/actions/writing-workflows/workflow-syntax-for-github-actions#jobsjob_idstepswait",
         },
         Rule {
             name: "inputs-are-strings",
@@ -131,6 +136,7 @@ pub const SERVICE: Service = Service {
             source: "https://docs.github.com/en/actions/writing-workflows/workflow-syntax-for-github-actions#jobsjob_idstepsrun",
         },
     ],
+    shorthands: SHORTHANDS,
 };
 
 /// The keys a workflow file may have at its top level.
@@ -171,7 +177,13 @@ pub const STEP_KEYS: &[&str] = &[
     "continue-on-error",
     "timeout-minutes",
     "working-directory",
+    "background",
+    "wait",
+    "wait-all",
+    "cancel",
 ];
+/// What a step does: one of these (the others only shape it).
+const STEP_ACTIONS: &[&str] = &["uses", "run", "wait", "wait-all", "cancel"];
 /// The events a workflow can be triggered by (`on:` keys).
 pub const EVENTS: &[&str] = &[
     "branch_protection_rule",
@@ -213,7 +225,7 @@ pub const EVENTS: &[&str] = &[
 const FILTERS: &[&str] = &["branches", "branches-ignore", "tags", "tags-ignore", "paths", "paths-ignore", "types"];
 
 pub fn is_step(v: &Value) -> bool {
-    v.as_map().is_some_and(|m| all_in(m, STEP_KEYS) && (m.contains_key("uses") || m.contains_key("run")))
+    v.as_map().is_some_and(|m| all_in(m, STEP_KEYS) && keys(m).iter().any(|k| STEP_ACTIONS.contains(k)))
 }
 
 pub fn is_job(m: &Map) -> bool {
@@ -309,6 +321,9 @@ fn canon_job(job: &mut Node, a: &mut Applied) {
             one_item_list(v, a, rule);
         }
     }
+    if let Some(labels) = job.get_mut("runs-on").and_then(|r| r.get_mut("labels")) {
+        one_item_list(labels, a, "runs-on-string-or-list");
+    }
     if let Some(e @ Node::Str(_)) = job.get_mut("environment") {
         if a.apply("environment-name") {
             *e = under("name", std::mem::replace(e, Node::Null));
@@ -358,6 +373,9 @@ fn canon_step(step: &mut Node, a: &mut Applied) {
         canon_if(i, a);
     }
     default_of(step, "continue-on-error", Node::Bool(false), a, "default-continue-on-error");
+    if let Some(w) = step.get_mut("wait") {
+        one_item_list(w, a, "wait-string-or-list");
+    }
     for k in ["env", "with"] {
         if let Some(v) = step.get_mut(k) {
             values_as_strings(v, a, "inputs-are-strings");
@@ -405,3 +423,19 @@ fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
         _ => return None,
     })
 }
+
+/// The spec's one-or-many keys (see [`super::Shorthand`]).
+const SHORTHANDS: &[Shorthand] = &[
+    Shorthand { key: "on", is: Treated::Rule("on-event-forms") },
+    Shorthand { key: "branches", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "branches-ignore", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "tags", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "tags-ignore", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "paths", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "paths-ignore", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "types", is: Treated::Rule("filter-string-or-list") },
+    Shorthand { key: "runs-on", is: Treated::Rule("runs-on-string-or-list") },
+    Shorthand { key: "labels", is: Treated::Rule("runs-on-string-or-list") },
+    Shorthand { key: "needs", is: Treated::Rule("needs-string-or-list") },
+    Shorthand { key: "wait", is: Treated::Rule("wait-string-or-list") },
+];

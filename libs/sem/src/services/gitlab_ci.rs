@@ -3,7 +3,7 @@
 use doc2ci_yaml::{Map, Value};
 
 use super::{default_of, keys, one_item_list, trim_shell, under, values_as_strings, Applied, Jobs, Rule, Service};
-use super::{AuthorIds, Docs, Wrap, WRAPPER_JOB};
+use super::{AuthorIds, Docs, Shorthand, Treated, Wrap, WRAPPER_JOB};
 use crate::node::{key, Node};
 use crate::{Shape, FRAGMENT_JOB};
 
@@ -74,8 +74,33 @@ pub const SERVICE: Service = Service {
     rules: &[
         Rule {
             name: "script-string-or-list",
-            says: "`script`, `before_script`, `after_script` as a string ≡ a one-item list; nested lists are flattened",
+            says: "`script`, `before_script`, `after_script` (and `hooks:pre_get_sources_script`) as a string ≡ a one-item list; nested lists are flattened",
             source: "https://docs.gitlab.com/ci/yaml/#script",
+        },
+        Rule {
+            name: "extends-string-or-list",
+            says: "`extends: .tmpl` ≡ `extends: [.tmpl]`",
+            source: "https://docs.gitlab.com/ci/yaml/#extends",
+        },
+        Rule {
+            name: "report-path-or-list",
+            says: "an `artifacts:reports` report's one path ≡ a one-item list of paths",
+            source: "https://docs.gitlab.com/ci/yaml/artifacts_reports/",
+        },
+        Rule {
+            name: "pull-policy-string-or-list",
+            says: "an image's or service's `pull_policy: always` ≡ `pull_policy: [always]`",
+            source: "https://docs.gitlab.com/ci/yaml/#imagepull_policy",
+        },
+        Rule {
+            name: "exit-codes-number-or-list",
+            says: "`allow_failure:exit_codes` and `retry:exit_codes` as one code ≡ a one-item list",
+            source: "https://docs.gitlab.com/ci/yaml/#allow_failureexit_codes",
+        },
+        Rule {
+            name: "include-file-string-or-list",
+            says: "an include's `file: a.yml` ≡ `file: [a.yml]`",
+            source: "https://docs.gitlab.com/ci/yaml/#includeproject",
         },
         Rule {
             name: "image-name",
@@ -118,6 +143,7 @@ pub const SERVICE: Service = Service {
             source: "https://docs.gitlab.com/ci/yaml/script/",
         },
     ],
+    shorthands: SHORTHANDS,
 };
 
 /// Top-level keys that are not jobs.
@@ -233,6 +259,17 @@ fn canonicalize(root: &mut Node, a: &mut Applied) {
     if let Some(v) = m.get_mut(&key("variables")) {
         canon_variables(v, a);
     }
+    if let Some(include) = m.get_mut(&key("include")) {
+        let items: Vec<&mut Node> = match include {
+            Node::Seq(items) => items.iter_mut().collect(),
+            one => vec![one],
+        };
+        for item in items {
+            if let Some(f) = item.get_mut("file") {
+                one_item_list(f, a, "include-file-string-or-list");
+            }
+        }
+    }
     if let Some(d) = m.get_mut(&key("default")) {
         canon_job_keys(d, a);
     }
@@ -274,15 +311,40 @@ fn canon_job_keys(job: &mut Node, a: &mut Applied) {
             }
         }
     }
+    if let Some(s) = job.get_mut("hooks").and_then(|h| h.get_mut("pre_get_sources_script")) {
+        one_item_list(s, a, "script-string-or-list");
+    }
+    if let Some(e) = job.get_mut("extends") {
+        one_item_list(e, a, "extends-string-or-list");
+    }
+    if let Some(Node::Map(reports)) = job.get_mut("artifacts").and_then(|r| r.get_mut("reports")) {
+        // `coverage_report` is a mapping of its own; every other report takes a path or paths.
+        for (k, v) in reports.iter_mut() {
+            if k.as_str() != Some("coverage_report") {
+                one_item_list(v, a, "report-path-or-list");
+            }
+        }
+    }
+    for k in ["allow_failure", "retry"] {
+        if let Some(c) = job.get_mut(k).and_then(|m| m.get_mut("exit_codes")) {
+            one_item_list(c, a, "exit-codes-number-or-list");
+        }
+    }
     if let Some(i @ Node::Str(_)) = job.get_mut("image") {
         if a.apply("image-name") {
             *i = under("name", std::mem::replace(i, Node::Null));
         }
     }
+    if let Some(p) = job.get_mut("image").and_then(|i| i.get_mut("pull_policy")) {
+        one_item_list(p, a, "pull-policy-string-or-list");
+    }
     if let Some(Node::Seq(services)) = job.get_mut("services") {
-        for s in services.iter_mut().filter(|s| matches!(s, Node::Str(_))) {
-            if a.apply("image-name") {
+        for s in services.iter_mut() {
+            if matches!(s, Node::Str(_)) && a.apply("image-name") {
                 *s = under("name", std::mem::replace(s, Node::Null));
+            }
+            if let Some(p) = s.get_mut("pull_policy") {
+                one_item_list(p, a, "pull-policy-string-or-list");
             }
         }
     }
@@ -324,3 +386,71 @@ fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
         _ => return None,
     })
 }
+
+/// The spec's one-or-many keys (see [`super::Shorthand`]).
+const SHORTHANDS: &[Shorthand] = &[
+    Shorthand { key: "script", is: Treated::Rule("script-string-or-list") },
+    Shorthand { key: "before_script", is: Treated::Rule("script-string-or-list") },
+    Shorthand { key: "after_script", is: Treated::Rule("script-string-or-list") },
+    Shorthand { key: "pre_get_sources_script", is: Treated::Rule("script-string-or-list") },
+    Shorthand { key: "extends", is: Treated::Rule("extends-string-or-list") },
+    Shorthand { key: "pull_policy", is: Treated::Rule("pull-policy-string-or-list") },
+    Shorthand { key: "exit_codes", is: Treated::Rule("exit-codes-number-or-list") },
+    Shorthand { key: "file", is: Treated::Rule("include-file-string-or-list") },
+    Shorthand { key: "api_fuzzing", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "codequality", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "container_scanning", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "coverage_fuzzing", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "cyclonedx", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "dast", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "dependency_scanning", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "dotenv", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "junit", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "license_management", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "license_scanning", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "load_performance", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "lsif", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "metrics", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "repository_xray", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "requirements", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "sarif", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "sast", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "secret_detection", is: Treated::Rule("report-path-or-list") },
+    Shorthand { key: "terraform", is: Treated::Rule("report-path-or-list") },
+    Shorthand {
+        key: "aud",
+        is: Treated::Excluded(
+            "an ID token's audience is issued as written, a JSON string or an array, which a relying \
+             party may read differently",
+        ),
+    },
+    Shorthand {
+        key: "command",
+        is: Treated::Excluded(
+            "a service's `command` is documented as a list of arguments (Docker's exec form); a string \
+             is not documented as one",
+        ),
+    },
+    Shorthand {
+        key: "default",
+        is: Treated::Excluded("an input's default takes the input's own type: a string and a list are two values"),
+    },
+    Shorthand {
+        key: "stage",
+        is: Treated::Excluded("a job is in one stage; the schema's list form is not documented"),
+    },
+    Shorthand {
+        key: "variables",
+        is: Treated::Excluded(
+            "documented as a map of names to values; the schema's other forms are not documented as \
+             equal to it",
+        ),
+    },
+    Shorthand {
+        key: "when",
+        is: Treated::Excluded(
+            "one keyword (`on_success`, `manual` …) wherever it sits; the schema's list form is not \
+             documented",
+        ),
+    },
+];

@@ -58,6 +58,28 @@ pub struct Service {
     pub canonicalize: fn(&mut Node, &mut Applied),
     /// The rules `canonicalize` applies, for people and for the tests that each is documented.
     pub rules: &'static [Rule],
+    /// Every key its configuration spec lets a file write as one value or as a list of such values,
+    /// and what canonical form makes of it: a test walks the pinned schema and holds this table to
+    /// it, so a shorthand of the spec is either a rule or a named exclusion, never unmet.
+    pub shorthands: &'static [Shorthand],
+}
+
+/// A key the spec accepts as a value or a list of values (`os: linux`, `os: [linux]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Shorthand {
+    /// The key, as the schema's property names it (wherever it sits).
+    pub key: &'static str,
+    pub is: Treated,
+}
+
+/// What canonical form makes of a shorthand.
+#[derive(Debug, Clone, Copy)]
+pub enum Treated {
+    /// This rule of the service's `rules` makes the two spellings one.
+    Rule(&'static str),
+    /// Left as written, and why: the spellings mean different things, or the key sits where no
+    /// rule of the study reads it (each reason says which).
+    Excluded(&'static str),
 }
 
 /// A fragment's completion: `head`, the fragment's lines each indented by `indent` spaces, then
@@ -308,6 +330,16 @@ mod tests {
                 assert!(seen.insert(r.name), "{}: rule {} listed twice", s.name, r.name);
                 assert!(r.source.starts_with("https://"), "{}: rule {} cites no page", s.name, r.name);
                 assert!(!r.says.is_empty() && !r.says.contains('\n'), "{}: {} says one line", s.name, r.name);
+            }
+            let mut keys = std::collections::BTreeSet::new();
+            for h in s.shorthands {
+                assert!(keys.insert(h.key), "{}: shorthand {} listed twice", s.name, h.key);
+                match h.is {
+                    Treated::Rule(r) => {
+                        assert!(s.rules.iter().any(|x| x.name == r), "{}: {}: no rule {r}", s.name, h.key)
+                    }
+                    Treated::Excluded(why) => assert!(why.len() > 20, "{}: {}: say why", s.name, h.key),
+                }
             }
         }
     }

@@ -4,7 +4,7 @@ use doc2ci_yaml::Value;
 
 use super::Wrap;
 use super::{default_of, items_mut, one_item_list, trim_shell, under, Applied, Jobs, Rule, Service};
-use super::{AuthorIds, Docs};
+use super::{AuthorIds, Docs, Shorthand, Treated};
 use crate::node::{key, Node};
 use crate::Shape;
 
@@ -80,6 +80,16 @@ pub const SERVICE: Service = Service {
             source: "https://docs.travis-ci.com/user/job-lifecycle/",
         },
         Rule {
+            name: "matrix-string-or-list",
+            says: "a key that expands the build matrix (`python`, `node_js`, `rvm`, `jdk`, `os`, `arch` …) as one value ≡ a one-item list",
+            source: "https://github.com/travis-ci/travis-yml/blob/master/README.md#schema",
+        },
+        Rule {
+            name: "addon-string-or-list",
+            says: "an addon's `packages`, `casks`, `taps`, `snaps`, `hosts` or `ssh_known_hosts` as one value ≡ a one-item list",
+            source: "https://github.com/travis-ci/travis-yml/blob/master/README.md#schema",
+        },
+        Rule {
             name: "default-os",
             says: "`os: linux` is the default",
             source: "https://docs.travis-ci.com/user/reference/overview/",
@@ -90,6 +100,7 @@ pub const SERVICE: Service = Service {
             source: "https://docs.travis-ci.com/user/job-lifecycle/",
         },
     ],
+    shorthands: SHORTHANDS,
 };
 
 /// The job lifecycle's phases, each a command or a list of commands.
@@ -130,7 +141,7 @@ fn canonicalize(root: &mut Node, a: &mut Applied) {
     canon_job(root, a);
     // Only the top level: a job in `include` inherits the top level's `os`, and one in `exclude`
     // or `allow_failures` is a pattern, where a filled-in key would narrow what it matches.
-    default_of(root, "os", Node::Str("linux".into()), a, "default-os");
+    default_of(root, "os", Node::Seq(vec![Node::Str("linux".into())]), a, "default-os");
     if let Some(jobs) = root.get_mut("jobs") {
         for k in ["include", "exclude", "allow_failures"] {
             for job in items_mut(jobs, k) {
@@ -140,8 +151,73 @@ fn canonicalize(root: &mut Node, a: &mut Applied) {
     }
 }
 
+/// The keys that expand the build matrix (travis-yml's `matrix` keys, and `services`), each a
+/// sequence of strings that takes one string; in a job of `jobs.include` the same keys name the
+/// job's one value, which a one-item list also gives.
+pub const MATRIX_KEYS: &[&str] = &[
+    "arch",
+    "compiler",
+    "crystal",
+    "d",
+    "dart",
+    "dart_task",
+    "dotnet",
+    "elixir",
+    "elm",
+    "erlang",
+    "gemfile",
+    "ghc",
+    "go",
+    "haxe",
+    "hhvm",
+    "jdk",
+    "julia",
+    "matlab",
+    "mono",
+    "nix",
+    "node_js",
+    "opt_release",
+    "os",
+    "osx_image",
+    "otp_release",
+    "perl",
+    "perl6",
+    "php",
+    "python",
+    "r",
+    "rust",
+    "rvm",
+    "scala",
+    "services",
+    "smalltalk",
+    "smalltalk_config",
+    "smalltalk_vm",
+    "solution",
+    "xcode_scheme",
+    "xcode_sdk",
+];
+
+/// An addon's sequences of strings (`apt.packages`, `homebrew.casks` …, and `hosts` and
+/// `ssh_known_hosts` directly under `addons`).
+const ADDON_LISTS: &[&str] = &["packages", "casks", "taps", "snaps", "hosts", "ssh_known_hosts"];
+
 /// The keys a job shares with the top level.
 fn canon_job(job: &mut Node, a: &mut Applied) {
+    for k in MATRIX_KEYS {
+        if let Some(v) = job.get_mut(k) {
+            one_item_list(v, a, "matrix-string-or-list");
+        }
+    }
+    for (k, addon) in job.get_mut("addons").and_then(Node::as_map_mut).into_iter().flatten() {
+        if k.as_str().is_some_and(|k| ADDON_LISTS.contains(&k)) {
+            one_item_list(addon, a, "addon-string-or-list");
+        }
+        for (k, v) in addon.as_map_mut().into_iter().flatten() {
+            if k.as_str().is_some_and(|k| ADDON_LISTS.contains(&k)) {
+                one_item_list(v, a, "addon-string-or-list");
+            }
+        }
+    }
     for phase in PHASES {
         if let Some(p) = job.get_mut(phase) {
             one_item_list(p, a, "phase-string-or-list");
@@ -161,3 +237,84 @@ fn complete(shape: Shape, v: &Value) -> Option<Wrap> {
         _ => return None,
     })
 }
+
+/// The spec's one-or-many keys (see [`super::Shorthand`]).
+/// Why notifications are left as written.
+const NOTIFICATIONS: &str = "a notification's settings take travis-yml's prefix forms (`email: a@b` is `email: \
+     {recipients: [a@b]}`), and a notification changes no job: compared as written";
+
+const SHORTHANDS: &[Shorthand] = &[
+    Shorthand { key: "before_install", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "install", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "before_script", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "script", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "before_cache", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "after_success", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "after_failure", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "before_deploy", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "after_deploy", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "after_script", is: Treated::Rule("phase-string-or-list") },
+    Shorthand { key: "arch", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "compiler", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "elixir", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "elm", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "erlang", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "gemfile", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "go", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "jdk", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "julia", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "matlab", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "mono", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "node_js", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "opt_release", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "os", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "osx_image", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "php", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "python", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "r", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "rust", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "rvm", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "services", is: Treated::Rule("matrix-string-or-list") },
+    Shorthand { key: "packages", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "casks", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "taps", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "snaps", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "hosts", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "ssh_known_hosts", is: Treated::Rule("addon-string-or-list") },
+    Shorthand { key: "campfire", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "email", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "hipchat", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "irc", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "pushover", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "webhooks", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "channels", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "recipients", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "rooms", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "template", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "urls", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "users", is: Treated::Excluded(NOTIFICATIONS) },
+    Shorthand { key: "cache", is: Treated::Excluded(
+        "`cache` takes travis-yml's prefix form (`cache: pip` is `cache: {pip: true}`, a list is `directories`), a normalisation beyond a one-item list",
+    ) },
+    Shorthand { key: "env", is: Treated::Excluded(
+        "`env` takes travis-yml's prefix form (a list is `env.jobs`) and is parsed into variables, a normalisation beyond a one-item list",
+    ) },
+    Shorthand { key: "global", is: Treated::Excluded(
+        "`env.global` entries are parsed into variables (`A=1 B=2` is two), a normalisation beyond a one-item list",
+    ) },
+    Shorthand { key: "jobs", is: Treated::Excluded(
+        "a list of jobs is `jobs.include` (travis-yml's prefix form), not a one-item list",
+    ) },
+    Shorthand { key: "matrix", is: Treated::Excluded(
+        "`matrix` is `jobs` (the matrix-alias rule), and its list form is `include`, not a one-item list",
+    ) },
+    Shorthand { key: "import", is: Treated::Excluded(
+        "imports configuration from other files, which canonical form does not fetch: compared as written",
+    ) },
+    Shorthand { key: "file", is: Treated::Excluded(
+        "a deploy provider's files: each provider's keys are compared as written",
+    ) },
+    Shorthand { key: "run", is: Treated::Excluded(
+        "a deploy provider's commands (Heroku's `run`): each provider's keys are compared as written",
+    ) },
+];
