@@ -82,7 +82,7 @@ impl Wrapped {
 pub fn complete(service: Service, text: &str) -> Completion {
     // The validate stage's loader and bounds: a text it refuses is judged as written.
     let Ok(value) = doc2ci_yaml::load(text, &Limits::default()) else { return Completion::Standalone };
-    let def = service.sem();
+    let def = service.def();
     let wrap = match sem::shape(def, &value) {
         Shape::File => return Completion::Standalone,
         Shape::Unknown => None,

@@ -52,11 +52,6 @@ impl Service {
         self.def().name
     }
 
-    /// What the service's files mean (`doc2ci-sem` owns the whole-file rule this crate applies).
-    pub fn sem(self) -> &'static doc2ci_sem::Service {
-        self.def()
-    }
-
     fn index(self) -> usize {
         usize::from(self.0)
     }
@@ -270,7 +265,7 @@ fn located(e: &jsonschema::ValidationError<'_>, mut message: String) -> String {
 /// Scalars, empty documents and unparseable texts are not fragments: they are not
 /// configuration at all (`parse_ok` already says so).
 pub fn is_fragment(service: Service, value: &Value) -> bool {
-    doc2ci_sem::is_fragment(service.sem(), value)
+    doc2ci_sem::is_fragment(service.def(), value)
 }
 
 #[cfg(test)]
