@@ -175,8 +175,9 @@ pub fn crawl(p: &Settings, site: &Site, backend: &str, cx: &Ctx) -> Result<(Vec<
 async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -> Result<(Vec<Page>, String)> {
     let profile = &site.reach;
     let (wh, ui, label) = (cx.wh, cx.ui, cx.label());
-    let (origin, _server) = origin(site)?;
-    let served = _server.is_some();
+    // The server of a served folder lives as long as this crawl.
+    let (origin, server) = origin(site)?;
+    let served = server.is_some();
     let resolve = |s: &str| origin.join(s).map_err(|e| anyhow!("source `{}`: bad URL `{s}`: {e}", site.source));
     let (robots_client, scope) = scope(p, site, &origin).await?;
     let http = Http::new(p, &scope, site.auth.as_ref())?;
@@ -222,6 +223,7 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
         ui.info(&format!("{}: resuming after {resumed} pages, {} URLs queued", label, frontier.queue.len()));
     }
 
+    let here = Here { p, site, backend: &backend, origin: &origin, cache: &cache, lastmods: &lastmods };
     let mut browser = None;
     if backend == "webdriver" {
         browser = Some(start_browser(p, cx, &origin).await?);
@@ -273,7 +275,7 @@ async fn crawl_async(p: &Settings, site: &Site, backend: String, cx: &Ctx<'_>) -
                 Job::Task(h) => h.await.map_err(|e| anyhow!("fetch task of {u} failed: {e}"))?,
             };
             let landing = Landing { requested: shown(&u, served), depth, seq: pages.rows().len() as u64 };
-            let page = row(p, site, &backend, &origin, &mut frontier, &cache, &lastmods, landing, f);
+            let page = here.row(&mut frontier, landing, f);
             tally.not_modified += page.not_modified as usize;
             tally.transferred += page.transferred;
             if let Some(e) = &page.error {
@@ -486,71 +488,75 @@ struct Landing {
     seq: u64,
 }
 
-/// The `pages` row of a fetch: where the page really ended (outside the scope, nothing of it is
-/// kept), its links and canonical URL handed to the frontier, its dates.
-#[allow(clippy::too_many_arguments)]
-fn row(
-    p: &Settings,
-    site: &Site,
-    backend: &str,
-    origin: &Url,
-    frontier: &mut Frontier,
-    cache: &PageCache,
-    lastmods: &HashMap<String, String>,
-    at: Landing,
-    mut f: Fetched,
-) -> Page {
-    let keep_query = site.reach.keep_query;
-    // Where the page really ended (a browser follows redirects, meta refreshes and script
-    // navigation itself): outside the scope, nothing of it is stored or extracted.
-    let landed = normalize(&f.final_url, keep_query);
-    let off_site = landed.origin() != origin.origin();
-    if let Some(why) = frontier.out_of_scope_of(&landed) {
-        f.error = Some(format!(
-            "ended at {}, outside the crawl's scope ({why}): a redirect, meta refresh or script navigation left it",
-            doc2ci_llm::redact_url(landed.as_str())
-        ));
-        f.html = None;
-    }
-    let mut links = Vec::new();
-    if let Some(html) = &f.html {
-        links.extend(doc2ci_crawl::links(html, &f.final_url).iter().filter_map(|l| frontier.link(l, at.depth)));
-    }
-    // A page that ended on another origin is recorded by its full URL, never as a local path.
-    let final_shown = if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { frontier.shown(&landed) };
-    // The operator's name for this page: the page is a variant (or a redirect stub) of it.
-    let canonical = match f.html.as_deref().filter(|_| p.canonical) {
-        Some(h) => doc2ci_crawl::canonical(h, &f.final_url)
-            .and_then(|c| frontier.canonical(&c, &final_shown, at.depth, &mut links)),
-        None => None,
-    };
-    frontier.landed(&final_shown);
-    let sitemap_lastmod = lastmods.get(&final_shown).or_else(|| lastmods.get(&at.requested)).cloned();
-    let changed_after = cache.changed_after(&at.requested, f.html.as_deref());
-    Page {
-        service: site.service.clone(),
-        source: site.source.clone(),
-        seq: at.seq,
-        requested_url: at.requested,
-        url: final_shown,
-        depth: at.depth,
-        backend: backend.to_string(),
-        status: f.status,
-        content_type: f.content_type,
-        encoding: f.encoding,
-        bytes: f.bytes,
-        html: f.html,
-        links,
-        error: f.error,
-        fetched_at: crate::warehouse::now(),
-        fetch_ms: f.ms,
-        etag: f.etag,
-        last_modified: f.last_modified,
-        canonical,
-        not_modified: f.not_modified,
-        transferred: f.transferred,
-        sitemap_lastmod,
-        changed_after,
+/// What every row of one crawl shares: its settings and site, the fetcher, the origin, the previous
+/// crawl's pages and the sitemap's dates.
+#[derive(Clone, Copy)]
+struct Here<'a> {
+    p: &'a Settings,
+    site: &'a Site,
+    backend: &'a str,
+    origin: &'a Url,
+    cache: &'a PageCache,
+    lastmods: &'a HashMap<String, String>,
+}
+
+impl Here<'_> {
+    /// The `pages` row of a fetch: where the page really ended (outside the scope, nothing of it is
+    /// kept), its links and canonical URL handed to the frontier, its dates.
+    fn row(&self, frontier: &mut Frontier, at: Landing, mut f: Fetched) -> Page {
+        let Here { p, site, backend, origin, cache, lastmods } = *self;
+        let keep_query = site.reach.keep_query;
+        // Where the page really ended (a browser follows redirects, meta refreshes and script
+        // navigation itself): outside the scope, nothing of it is stored or extracted.
+        let landed = normalize(&f.final_url, keep_query);
+        let off_site = landed.origin() != origin.origin();
+        if let Some(why) = frontier.out_of_scope_of(&landed) {
+            f.error = Some(format!(
+                "ended at {}, outside the crawl's scope ({why}): a redirect, meta refresh or script navigation left it",
+                doc2ci_llm::redact_url(landed.as_str())
+            ));
+            f.html = None;
+        }
+        let mut links = Vec::new();
+        if let Some(html) = &f.html {
+            links.extend(doc2ci_crawl::links(html, &f.final_url).iter().filter_map(|l| frontier.link(l, at.depth)));
+        }
+        // A page that ended on another origin is recorded by its full URL, never as a local path.
+        let final_shown = if off_site { doc2ci_llm::redact_url(landed.as_str()) } else { frontier.shown(&landed) };
+        // The operator's name for this page: the page is a variant (or a redirect stub) of it.
+        let canonical = match f.html.as_deref().filter(|_| p.canonical) {
+            Some(h) => doc2ci_crawl::canonical(h, &f.final_url)
+                .and_then(|c| frontier.canonical(&c, &final_shown, at.depth, &mut links)),
+            None => None,
+        };
+        frontier.landed(&final_shown);
+        let sitemap_lastmod = lastmods.get(&final_shown).or_else(|| lastmods.get(&at.requested)).cloned();
+        let changed_after = cache.changed_after(&at.requested, f.html.as_deref());
+        Page {
+            service: site.service.clone(),
+            source: site.source.clone(),
+            seq: at.seq,
+            requested_url: at.requested,
+            url: final_shown,
+            depth: at.depth,
+            backend: backend.to_string(),
+            status: f.status,
+            content_type: f.content_type,
+            encoding: f.encoding,
+            bytes: f.bytes,
+            html: f.html,
+            links,
+            error: f.error,
+            fetched_at: crate::warehouse::now(),
+            fetch_ms: f.ms,
+            etag: f.etag,
+            last_modified: f.last_modified,
+            canonical,
+            not_modified: f.not_modified,
+            transferred: f.transferred,
+            sitemap_lastmod,
+            changed_after,
+        }
     }
 }
 
