@@ -79,7 +79,10 @@ enum Cmd {
     /// folder, its pipeline.toml, a release folder, or a mirror URL). Writes the `comparisons`
     /// table and a page into this study's warehouse; prints the summary.
     Compare {
+        /// The baseline cell: `MODEL` or `model=M[,round=N|last][,sample=N][,service=S]`, then
+        /// optionally `@WHERE`.
         a: String,
+        /// The cell compared with it, written the same way; "better" and "worse" are B's.
         b: String,
         #[arg(long, short, default_value = "pipeline.toml")]
         config: PathBuf,
@@ -90,9 +93,10 @@ enum Cmd {
         /// metrics (comma-separated), and print the samples that got worse.
         #[arg(long, value_delimiter = ',')]
         fail_if_worse: Vec<String>,
-        /// Seed and resamples of the paired bootstrap.
+        /// Seed of the paired bootstrap (the same seed gives the same intervals).
         #[arg(long, default_value_t = doc2ci_stats::compare::Params::default().seed)]
         seed: u64,
+        /// Resamples of the paired bootstrap.
         #[arg(long, default_value_t = doc2ci_stats::compare::Params::default().resamples)]
         resamples: usize,
     },

@@ -211,6 +211,20 @@ fn key_of(service: &str, pair_id: &str, sample: u32) -> Key {
     (service.to_string(), pair_id.to_string(), sample)
 }
 
+/// The rows of each sample's chosen round, by sample; `id` reads a row's service, pair, sample
+/// and round.
+fn of_chosen_rounds<R>(
+    rows: Vec<R>,
+    id: impl Fn(&R) -> (&String, &String, u32, u32),
+    chosen: impl Fn(&str, &str, u32, u32) -> bool,
+) -> impl Iterator<Item = (Key, R)> {
+    rows.into_iter().filter_map(move |r| {
+        let (service, pair, sample, round) = id(&r);
+        let k = chosen(service, pair, sample, round).then(|| key_of(service, pair, sample))?;
+        Some((k, r))
+    })
+}
+
 pub fn load(cell: &Cell, here: &Warehouse) -> Result<Loaded> {
     let (store, place) = Store::open(cell.at.as_deref(), here)?;
     let m = &cell.model;
@@ -255,25 +269,13 @@ pub fn load(cell: &Cell, here: &Warehouse) -> Result<Loaded> {
         .filter(|u| keep_key(&u.service, u.sample) && at(&key_of(&u.service, &u.pair_id, u.sample), u.round))
         .collect();
     let chosen = |service: &str, pair: &str, sample: u32, r: u32| at(&key_of(service, pair, sample), r);
-    let generations = gens
-        .into_iter()
-        .filter(|g| chosen(&g.service, &g.pair_id, g.sample, g.round))
-        .map(|g| (key_of(&g.service, &g.pair_id, g.sample), g))
-        .collect();
-    let validations = validations
-        .into_iter()
-        .filter(|v| chosen(&v.service, &v.pair_id, v.sample, v.round))
-        .map(|v| (key_of(&v.service, &v.pair_id, v.sample), v))
-        .collect();
+    let generations = of_chosen_rounds(gens, |g| (&g.service, &g.pair_id, g.sample, g.round), chosen).collect();
+    let validations = of_chosen_rounds(validations, |v| (&v.service, &v.pair_id, v.sample, v.round), chosen).collect();
     let mut by_key: HashMap<Key, Vec<Lint>> = HashMap::new();
-    for l in lints.into_iter().filter(|l| chosen(&l.service, &l.pair_id, l.sample, l.round)) {
-        by_key.entry(key_of(&l.service, &l.pair_id, l.sample)).or_default().push(l);
+    for (k, l) in of_chosen_rounds(lints, |l| (&l.service, &l.pair_id, l.sample, l.round), chosen) {
+        by_key.entry(k).or_default().push(l);
     }
-    let scores = scores
-        .into_iter()
-        .filter(|s| chosen(&s.service, &s.pair_id, s.sample, s.round))
-        .map(|s| (key_of(&s.service, &s.pair_id, s.sample), s))
-        .collect();
+    let scores = of_chosen_rounds(scores, |s| (&s.service, &s.pair_id, s.sample, s.round), chosen).collect();
     let pairs: HashMap<(String, String), Pair> =
         store.pairs()?.into_iter().map(|p| ((p.service.clone(), p.pair_id.clone()), p)).collect();
     let references =
