@@ -127,13 +127,17 @@ fn canonical_with(service: &Service, docs: &[Value], mut applied: Applied) -> Ca
         .iter()
         .map(|d| {
             let s = shape(service, d);
+            if s == Shape::File {
+                let mut n = Node::from(d);
+                (service.canonicalize)(&mut n, &mut applied);
+                return (s, n);
+            }
+            // Only a fragment is lifted: its copy finds the mappings the lift put around it.
             let fragment = Node::from(d);
             let mut n = (service.lift)(s, fragment.clone());
             let around = wrapping(&n, &fragment);
             (service.canonicalize)(&mut n, &mut applied);
-            if s != Shape::File {
-                assume_defaults(&mut n, &around);
-            }
+            assume_defaults(&mut n, &around);
             (s, n)
         })
         .collect();

@@ -193,7 +193,7 @@ fn entries<'a>(
                 Some(Node::Map(_)) if lenient && rv.is_bare() && matches!(rv, Node::Map(_)) => Held::WRITTEN,
                 Some(ov) => {
                     let h = matched(rv, ov, t, &p);
-                    if h == Held::DEFAULT && matches!(rv, Node::Default(_)) {
+                    if t.on && h == Held::DEFAULT && matches!(rv, Node::Default(_)) {
                         held_defaults.push((rv, p));
                     }
                     h
@@ -206,7 +206,8 @@ fn entries<'a>(
         })
         .sum();
     // A mapping the output holds none of the written leaves of (another job, another step) is not
-    // this one: agreeing on defaults alone is not holding it.
+    // this one: agreeing on defaults alone is not holding it. (The defaults it held are recorded
+    // only when explaining: counting, the hot path, allocates nothing.)
     if held.written == 0 && held.defaults > 0 {
         for (rv, p) in held_defaults {
             t.miss_all(rv, &p);
